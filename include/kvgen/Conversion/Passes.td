@@ -1,0 +1,41 @@
+//===- Passes.td - kvgen lowering passes -------------------*- tablegen -*-===//
+
+#ifndef KVGEN_CONVERSION_PASSES_TD
+#define KVGEN_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KVToLoops : Pass<"kv-to-loops", "::mlir::ModuleOp"> {
+  let summary = "Lower kv kernel descriptions to target-independent loop nests";
+  let description = [{
+    Replaces every `kv.append`, `kv.slot_mapping` and `kv.fused_append` with
+    `func.func`s (for appends: a 16-byte `vector` variant `@name` and a
+    `scalar` variant `@name_scalar`) whose body is one `scf.parallel` over
+    tokens x chunks. All layout- and dtype-specific index math happens here;
+    the host and the GPU targets both start from this loop nest. The
+    parameter list is the kernel ABI of docs/KERNEL-ABI.md.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+def KVLoopsToGPU : Pass<"kv-loops-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Map kv loop nests onto GPU blocks and threads";
+  let description = [{
+    Moves every function made by `kv-to-loops` into `gpu.module @kv_kernels`
+    as a `gpu.func` kernel with the same parameters. Token `t` of the
+    `scf.parallel` becomes `block_id.x * tokens_per_block + thread_id.y`, the
+    chunk loop strides by `block_dim.x` from `thread_id.x`; the launch
+    geometry comes from the function's `kv.launch` attribute, which the
+    bundle's manifest records too.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+    "::mlir::arith::ArithDialect"
+  ];
+}
+
+#endif // KVGEN_CONVERSION_PASSES_TD

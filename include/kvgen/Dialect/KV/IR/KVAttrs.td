@@ -1,0 +1,86 @@
+//===- KVAttrs.td - kv dialect enums and attributes --------*- tablegen -*-===//
+
+#ifndef KVGEN_DIALECT_KV_IR_KVATTRS_TD
+#define KVGEN_DIALECT_KV_IR_KVATTRS_TD
+
+include "kvgen/Dialect/KV/IR/KVDialect.td"
+include "mlir/IR/EnumAttr.td"
+
+// Where the element (block, head, pos, d) of a cache lives. The offset
+// formulas are in docs/KERNEL-ABI.md and in KVToLoops.cpp (cacheOffset).
+def KV_LayoutKind : I32EnumAttr<"LayoutKind", "KV-cache layout", [
+  // [batch, num_kv_heads, max_seq_len, head_dim]; slot = req * max_seq_len + pos.
+  I32EnumAttrCase<"Contiguous", 0, "contiguous">,
+  // vLLM v1 "flash": [num_blocks, block_size, num_kv_heads, head_dim].
+  I32EnumAttrCase<"PagedNHD", 1, "paged_nhd">,
+  // [num_blocks, num_kv_heads, block_size, head_dim].
+  I32EnumAttrCase<"PagedHND", 2, "paged_hnd">,
+  // vLLM legacy: K [nb, H, D/x, bs, x], V [nb, H, D, bs]; x = 16 bytes.
+  I32EnumAttrCase<"VllmVectorized", 3, "vllm_vectorized">,
+  // "block_v1": [num_blocks, 2, num_kv_heads, block_size, head_dim].
+  I32EnumAttrCase<"DualStacked", 4, "dual_stacked">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::kvgen::kv";
+}
+
+def KV_QuantKind : I32EnumAttr<"QuantKind", "cache element quantization", [
+  I32EnumAttrCase<"FP8E4M3", 0, "fp8_e4m3">,
+  I32EnumAttrCase<"FP8E5M2", 1, "fp8_e5m2">,
+  I32EnumAttrCase<"Int8", 2, "int8">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::kvgen::kv";
+}
+
+def KV_ScaleGranularity : I32EnumAttr<"ScaleGranularity",
+    "what one quantization scale covers", [
+  I32EnumAttrCase<"PerTensor", 0, "per_tensor">,
+  I32EnumAttrCase<"PerToken", 1, "per_token">,
+  I32EnumAttrCase<"PerHead", 2, "per_head">,
+  I32EnumAttrCase<"PerTokenHead", 3, "per_token_head">,
+  I32EnumAttrCase<"PerBlock", 4, "per_block">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::kvgen::kv";
+}
+
+def KV_ScaleMode : I32EnumAttr<"ScaleMode", "where the scale comes from", [
+  // Given by the caller, as a tensor of the granularity's shape.
+  I32EnumAttrCase<"Static", 0, "static">,
+  // Computed by the kernel from the values it writes (amax / qmax), and
+  // written out next to the cache.
+  I32EnumAttrCase<"Dynamic", 1, "dynamic">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::kvgen::kv";
+}
+
+class KV_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<KV_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def KV_QuantAttr : KV_Attr<"Quant", "quant"> {
+  let summary = "How a cache stores quantized elements";
+  let description = [{
+    The convention: `q = saturate(x / scale)` computed in fp32, then cast to
+    the cache dtype; dequantization is `x = q * scale`. K and V have separate
+    scales of the same granularity.
+
+    ```mlir
+    #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>
+    ```
+  }];
+  let parameters = (ins EnumParameter<KV_QuantKind>:$kind,
+                        EnumParameter<KV_ScaleGranularity>:$granularity,
+                        EnumParameter<KV_ScaleMode>:$mode);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The cache element type this quantization kind stores.
+    ::mlir::Type getStorageType(::mlir::MLIRContext *context) const;
+  }];
+}
+
+#endif // KVGEN_DIALECT_KV_IR_KVATTRS_TD

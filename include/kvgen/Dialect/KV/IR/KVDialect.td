@@ -1,0 +1,32 @@
+//===- KVDialect.td - the kv dialect: KV-cache descriptions -*- tablegen -*-===//
+//
+// The kv dialect describes a KV cache (layout, block size, heads, head dim,
+// dtypes, quantization) and the append kernels kvgen generates for it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVGEN_DIALECT_KV_IR_KVDIALECT_TD
+#define KVGEN_DIALECT_KV_IR_KVDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def KV_Dialect : Dialect {
+  let name = "kv";
+  let cppNamespace = "::kvgen::kv";
+  let summary = "Descriptions of KV caches and of the kernels that append to them";
+  let description = [{
+    A module of kv ops is a kvgen input: each op names one kernel to generate
+    (`kv.append`, `kv.slot_mapping`, `kv.fused_append`) and carries the
+    `!kv.cache` type that says what the cache looks like. Everything that is
+    layout- or quantization-specific is decided here and in `kv-to-loops`;
+    below that level the host and GPU targets share one loop nest.
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class KV_Op<string mnemonic, list<Trait> traits = []>
+    : Op<KV_Dialect, mnemonic, traits>;
+
+#endif // KVGEN_DIALECT_KV_IR_KVDIALECT_TD

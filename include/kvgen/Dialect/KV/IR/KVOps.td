@@ -1,0 +1,79 @@
+//===- KVOps.td - kv dialect kernel descriptions -----------*- tablegen -*-===//
+
+#ifndef KVGEN_DIALECT_KV_IR_KVOPS_TD
+#define KVGEN_DIALECT_KV_IR_KVOPS_TD
+
+include "kvgen/Dialect/KV/IR/KVTypes.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+
+// Each op is one kernel to generate. They live at module level and are
+// symbols, so a module can describe every kernel of a serving stack.
+class KV_KernelOp<string mnemonic> : KV_Op<mnemonic, [Symbol]> {
+  let hasVerifier = 1;
+  code commonDecls = [{
+    ::kvgen::kv::CacheType getCacheType() {
+      return ::llvm::cast<::kvgen::kv::CacheType>(getCache());
+    }
+  }];
+}
+
+def KV_AppendOp : KV_KernelOp<"append"> {
+  let summary = "Write new K and V rows into the cache through a slot mapping";
+  let description = [{
+    Generates one kernel that writes both K and V
+    `[num_tokens, num_kv_heads, head_dim]` (any strides) into the cache at
+    `slot_mapping[t]`; `slot < 0` writes nothing. `source_type` is the element
+    type of K and V; it may differ from the cache's dtype only by an fp32 <->
+    16-bit cast.
+
+    ```mlir
+    kv.append @kv_append : !kv.cache<layout = paged_nhd, block_size = 16,
+        num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
+  let extraClassDeclaration = commonDecls;
+}
+
+def KV_SlotMappingOp : KV_KernelOp<"slot_mapping"> {
+  let summary = "Compute slot_mapping from a block table and positions";
+  let description = [{
+    Generates a kernel that writes `slot_mapping [num_tokens]` from the block
+    table `[num_reqs, max_blocks_per_req]`, `query_start_loc [num_reqs + 1]`
+    and `context_lens [num_reqs]`: token `i` of request `r` goes at position
+    `context_lens[r] + i`. Padding tokens get `-1`. Paged layouts only.
+
+    ```mlir
+    kv.slot_mapping @kv_slots : !kv.cache<layout = paged_nhd, block_size = 16,
+        num_kv_heads = 8, head_dim = 128, dtype = bf16>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache);
+  let assemblyFormat = "$sym_name `:` $cache attr-dict";
+  let extraClassDeclaration = commonDecls;
+}
+
+def KV_FusedAppendOp : KV_KernelOp<"fused_append"> {
+  let summary = "Append straight from the block table and positions";
+  let description = [{
+    `kv.slot_mapping` and `kv.append` in one kernel, one launch: each token's
+    slot is computed in registers and never written out. Paged layouts only.
+
+    ```mlir
+    kv.fused_append @kv_fused : !kv.cache<layout = paged_hnd, block_size = 32,
+        num_kv_heads = 1, head_dim = 64, dtype = f16> from f32
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
+  let extraClassDeclaration = commonDecls;
+}
+
+#endif // KVGEN_DIALECT_KV_IR_KVOPS_TD

@@ -1,0 +1,135 @@
+//===- KernelPlan.cpp - kernels, vector widths, launch geometry -----------===//
+
+#include "kvgen/Conversion/KernelPlan.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kvgen;
+
+StringRef kvgen::stringifyKernelKind(KernelKind kind) {
+  switch (kind) {
+  case KernelKind::Append:
+    return "append";
+  case KernelKind::SlotMapping:
+    return "slot_mapping";
+  case KernelKind::FusedAppend:
+    return "fused_append";
+  }
+  llvm_unreachable("unknown kernel kind");
+}
+
+StringRef kvgen::stringifyKernelVariant(KernelVariant variant) {
+  return variant == KernelVariant::Vector ? "vector" : "scalar";
+}
+
+static const char *const kCacheStrides[] = {
+    "key_cache_stride_block",   "key_cache_stride_head",
+    "key_cache_stride_pos",     "key_cache_stride_dim",
+    "value_cache_stride_block", "value_cache_stride_head",
+    "value_cache_stride_pos",   "value_cache_stride_dim"};
+static const char *const kSourceStrides[] = {
+    "key_stride_token",   "key_stride_head",   "key_stride_dim",
+    "value_stride_token", "value_stride_head", "value_stride_dim"};
+
+static std::vector<std::string> paramsFor(KernelKind kind, unsigned &buffers) {
+  std::vector<std::string> p;
+  auto add = [&](std::initializer_list<const char *> names) {
+    p.insert(p.end(), names.begin(), names.end());
+  };
+  switch (kind) {
+  case KernelKind::Append:
+    add({"key", "value", "slot_mapping", "key_cache", "value_cache"});
+    buffers = 5;
+    add({"num_tokens", "num_blocks"});
+    break;
+  case KernelKind::SlotMapping:
+    add({"block_table", "query_start_loc", "context_lens", "slot_mapping"});
+    buffers = 4;
+    add({"num_tokens", "num_reqs", "block_table_stride",
+         "max_blocks_per_req"});
+    return p;
+  case KernelKind::FusedAppend:
+    add({"key", "value", "block_table", "query_start_loc", "context_lens",
+         "key_cache", "value_cache"});
+    buffers = 7;
+    add({"num_tokens", "num_blocks", "num_reqs", "block_table_stride",
+         "max_blocks_per_req"});
+    break;
+  }
+  p.insert(p.end(), std::begin(kSourceStrides), std::end(kSourceStrides));
+  p.insert(p.end(), std::begin(kCacheStrides), std::end(kCacheStrides));
+  return p;
+}
+
+/// Chooses threads per token and tokens per block. A block of at least 128
+/// threads keeps the SM's block slots from limiting occupancy when a token is
+/// small (MQA); more than 256 threads per token would only add idle threads,
+/// so big tokens loop over their chunks instead.
+static void chooseLaunch(KernelPlan &plan) {
+  constexpr int64_t kMaxThreadsPerToken = 256;
+  constexpr int64_t kMinThreadsPerBlock = 128;
+  plan.threadsX = std::min(plan.chunksPerToken, kMaxThreadsPerToken);
+  plan.tokensPerBlock =
+      std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
+}
+
+std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
+  std::vector<KernelPlan> plans;
+  KernelPlan base;
+  base.name = SymbolTable::getSymbolName(op).str();
+  if (auto append = dyn_cast<kv::AppendOp>(op)) {
+    base.kind = KernelKind::Append;
+    base.cache = append.getCacheType();
+    base.sourceType = append.getSourceType();
+  } else if (auto fused = dyn_cast<kv::FusedAppendOp>(op)) {
+    base.kind = KernelKind::FusedAppend;
+    base.cache = fused.getCacheType();
+    base.sourceType = fused.getSourceType();
+  } else if (auto slots = dyn_cast<kv::SlotMappingOp>(op)) {
+    base.kind = KernelKind::SlotMapping;
+    base.cache = slots.getCacheType();
+  } else {
+    return plans;
+  }
+  base.params = paramsFor(base.kind, base.numBuffers);
+
+  if (base.kind == KernelKind::SlotMapping) {
+    // One thread per token; 256 tokens per block.
+    base.variant = KernelVariant::Scalar;
+    base.alignment = 4;
+    base.vectorBytes = 8;
+    base.chunksPerToken = 1;
+    base.threadsX = 1;
+    base.tokensPerBlock = 256;
+    plans.push_back(base);
+    return plans;
+  }
+
+  // Vector width: 16 bytes of the wider of the two dtypes, halved until it
+  // divides head_dim, so a chunk never straddles two heads.
+  int64_t srcBytes = kv::getElementBytes(base.sourceType);
+  int64_t cacheBytes = kv::getElementBytes(base.cache.getDtype());
+  int64_t widest = std::max(srcBytes, cacheBytes);
+  int64_t headDim = base.cache.getHeadDim();
+  int64_t vec = 16 / widest;
+  while (headDim % vec != 0)
+    vec /= 2;
+  base.vectorElems = vec;
+  base.chunksPerToken = base.cache.getNumKvHeads() * headDim / vec;
+  chooseLaunch(base);
+
+  KernelPlan vector = base;
+  vector.variant = KernelVariant::Vector;
+  vector.vectorBytes = vec * widest;
+  vector.alignment = vec * widest;
+  plans.push_back(vector);
+
+  KernelPlan scalar = base;
+  scalar.name += "_scalar";
+  scalar.variant = KernelVariant::Scalar;
+  scalar.vectorBytes = widest;
+  scalar.alignment = std::min(srcBytes, cacheBytes);
+  plans.push_back(scalar);
+  return plans;
+}

@@ -1,0 +1,239 @@
+//===- KVDialect.cpp - kv dialect: types, attributes, verifiers -----------===//
+//
+// Every rule a cache description must satisfy lives here, as a verifier, so
+// that kvgen, kvgen-opt and the C++ API reject the same descriptions with the
+// same words. Each rule has an expected-error test in test/Dialect/KV/.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvgen/Dialect/KV/IR/KVDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace kvgen::kv;
+
+#include "kvgen/Dialect/KV/IR/KVOpsDialect.cpp.inc"
+
+#include "kvgen/Dialect/KV/IR/KVEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "kvgen/Dialect/KV/IR/KVAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "kvgen/Dialect/KV/IR/KVOpsTypes.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "kvgen/Dialect/KV/IR/KVOps.cpp.inc"
+
+void KVDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "kvgen/Dialect/KV/IR/KVAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "kvgen/Dialect/KV/IR/KVOpsTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "kvgen/Dialect/KV/IR/KVOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+int64_t kvgen::kv::getElementBytes(Type type) {
+  return type.getIntOrFloatBitWidth() / 8;
+}
+
+std::string kvgen::kv::getDTypeName(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (isa<Float8E4M3FNType>(type))
+    return "f8e4m3";
+  if (isa<Float8E5M2Type>(type))
+    return "f8e5m2";
+  if (type.isInteger(8))
+    return "i8";
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  type.print(os);
+  return name;
+}
+
+/// The unquantized element types a cache or a source tensor may have.
+static bool isPlainFloat(Type type) {
+  return type.isF32() || type.isF16() || type.isBF16();
+}
+
+//===----------------------------------------------------------------------===//
+// QuantAttr
+//===----------------------------------------------------------------------===//
+
+Type QuantAttr::getStorageType(MLIRContext *context) const {
+  switch (getKind()) {
+  case QuantKind::FP8E4M3:
+    return Float8E4M3FNType::get(context);
+  case QuantKind::FP8E5M2:
+    return Float8E5M2Type::get(context);
+  case QuantKind::Int8:
+    return IntegerType::get(context, 8);
+  }
+  llvm_unreachable("unknown quantization kind");
+}
+
+LogicalResult
+QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                  QuantKind kind, ScaleGranularity granularity,
+                  ScaleMode mode) {
+  // A scale computed in the kernel must be computable from what one program
+  // sees: a per-tensor amax needs a reduction over every token of the launch,
+  // and a per-block scale would have to rescale tokens written by earlier
+  // steps. Both are static-only.
+  if (mode == ScaleMode::Dynamic && granularity == ScaleGranularity::PerTensor)
+    return emitError() << "a dynamic per_tensor scale needs a reduction over "
+                          "all tokens of the launch; use a static scale or "
+                          "per_token / per_head / per_token_head";
+  if (mode == ScaleMode::Dynamic && granularity == ScaleGranularity::PerBlock)
+    return emitError() << "a dynamic per_block scale would rescale tokens "
+                          "already in the block; per_block scales must be "
+                          "static";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CacheType
+//===----------------------------------------------------------------------===//
+
+int64_t CacheType::getTokensPerBlock() const {
+  return getLayout() == LayoutKind::Contiguous ? getMaxSeqLen()
+                                               : getBlockSize();
+}
+
+int64_t CacheType::getX() const { return 16 / getElementBytes(getDtype()); }
+
+bool CacheType::isPaged() const { return getLayout() != LayoutKind::Contiguous; }
+
+LogicalResult
+CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
+                  LayoutKind layout, int64_t blockSize, int64_t maxSeqLen,
+                  int64_t numKvHeads, int64_t headDim, Type dtype,
+                  QuantAttr quant) {
+  if (numKvHeads <= 0)
+    return emitError() << "num_kv_heads must be positive, got " << numKvHeads;
+  if (headDim <= 0)
+    return emitError() << "head_dim must be positive, got " << headDim;
+
+  if (layout == LayoutKind::Contiguous) {
+    if (blockSize != 0)
+      return emitError() << "the contiguous layout has no blocks: give "
+                            "max_seq_len, not block_size";
+    if (maxSeqLen <= 0)
+      return emitError() << "the contiguous layout needs max_seq_len > 0";
+  } else {
+    if (maxSeqLen != 0)
+      return emitError() << "max_seq_len is for the contiguous layout; the "
+                         << stringifyLayoutKind(layout)
+                         << " layout takes block_size";
+    // A power of two lets the kernel split a slot with a shift and a mask.
+    if (blockSize <= 0 || !llvm::isPowerOf2_64(blockSize))
+      return emitError() << "block_size must be a positive power of two, got "
+                         << blockSize;
+  }
+
+  if (!quant) {
+    if (!isPlainFloat(dtype))
+      return emitError() << "an unquantized cache holds f32, f16 or bf16, "
+                            "got "
+                         << dtype << " (fp8 and int8 caches need a quant)";
+  } else {
+    Type storage = quant.getStorageType(dtype.getContext());
+    if (dtype != storage)
+      return emitError() << stringifyQuantKind(quant.getKind())
+                         << " quantization stores " << storage
+                         << ", but the cache dtype is " << dtype;
+    if (quant.getGranularity() == ScaleGranularity::PerBlock &&
+        layout == LayoutKind::Contiguous)
+      return emitError() << "per_block scales need a paged layout";
+  }
+
+  if (layout == LayoutKind::VllmVectorized) {
+    // The key cache groups head_dim into vectors of x elements (16 bytes).
+    int64_t x = 16 / (dtype.getIntOrFloatBitWidth() / 8);
+    if (headDim % x != 0)
+      return emitError() << "the vllm_vectorized layout packs x = " << x
+                         << " elements (16 bytes of " << dtype
+                         << ") per vector; x must divide head_dim " << headDim;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel ops
+//===----------------------------------------------------------------------===//
+
+/// Kernel names become PTX entry points and C identifiers in generated
+/// headers.
+static LogicalResult verifyKernelName(Operation *op, StringRef name) {
+  auto isIdentChar = [](char c) { return llvm::isAlnum(c) || c == '_'; };
+  if (name.empty() || llvm::isDigit(name.front()) ||
+      !llvm::all_of(name, isIdentChar))
+    return op->emitOpError() << "kernel name '" << name
+                             << "' must be a C identifier";
+  return success();
+}
+
+/// K and V arrive in `source`; the cache stores `cache.dtype`.
+static LogicalResult verifySourceType(Operation *op, CacheType cache,
+                                      Type source) {
+  if (!isPlainFloat(source))
+    return op->emitOpError() << "source dtype must be f32, f16 or bf16, got "
+                             << source;
+  if (cache.getQuant())
+    return success();
+  Type dtype = cache.getDtype();
+  if (source == dtype || source.isF32() || dtype.isF32())
+    return success();
+  return op->emitOpError()
+         << "cannot cast " << source << " to " << dtype
+         << ": the only casts are fp32 <-> 16-bit (f16 <-> bf16 loses range "
+            "one way and precision the other)";
+}
+
+static LogicalResult verifyPaged(Operation *op, CacheType cache) {
+  if (!cache.isPaged())
+    return op->emitOpError()
+           << "needs a paged layout: a contiguous cache has no block table "
+              "(its slot is req * max_seq_len + pos)";
+  return success();
+}
+
+LogicalResult AppendOp::verify() {
+  if (failed(verifyKernelName(*this, getSymName())))
+    return failure();
+  return verifySourceType(*this, getCacheType(), getSourceType());
+}
+
+LogicalResult SlotMappingOp::verify() {
+  if (failed(verifyKernelName(*this, getSymName())))
+    return failure();
+  return verifyPaged(*this, getCacheType());
+}
+
+LogicalResult FusedAppendOp::verify() {
+  if (failed(verifyKernelName(*this, getSymName())) ||
+      failed(verifyPaged(*this, getCacheType())))
+    return failure();
+  return verifySourceType(*this, getCacheType(), getSourceType());
+}

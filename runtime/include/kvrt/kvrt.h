@@ -1,0 +1,127 @@
+/*===- kvrt.h - kvgen runtime: load, validate, launch KV-cache appends -----===*\
+|*                                                                            *|
+|* The C ABI of kvrt. It needs no MLIR, no LLVM and no CUDA toolkit: the      *|
+|* driver is reached through libcuda.so.1 at run time, so an application      *|
+|* links kvrt on a machine without a GPU and gets KVRT_ERROR_NO_DEVICE (with  *|
+|* a message) when it tries to launch there.                                  *|
+|*                                                                            *|
+|* Every call returns a kvrt_status; on failure kvrt_last_error() gives the   *|
+|* message of the calling thread's last failure, naming the tensor and the    *|
+|* rule it broke. A refused launch has launched nothing and written nothing.  *|
+|*                                                                            *|
+|* The tensors are DLPack DLTensors. See docs/KERNEL-ABI.md for shapes.       *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef KVRT_KVRT_H
+#define KVRT_KVRT_H
+
+#include <dlpack/dlpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kvrt_status {
+  KVRT_SUCCESS = 0,
+  KVRT_ERROR_INVALID_ARGUMENT = 1, /* a tensor or argument broke a rule */
+  KVRT_ERROR_INVALID_BUNDLE = 2,   /* the bundle or its manifest is malformed */
+  KVRT_ERROR_NOT_FOUND = 3,        /* no such kernel, or a driver entry point */
+  KVRT_ERROR_NO_DRIVER = 4,        /* libcuda.so.1 could not be loaded */
+  KVRT_ERROR_NO_DEVICE = 5,        /* the driver reports no usable device */
+  KVRT_ERROR_UNSUPPORTED_DEVICE = 6, /* compute capability below the target */
+  KVRT_ERROR_DRIVER = 7,           /* a driver call failed (message has it) */
+  KVRT_ERROR_IO = 8,               /* a file could not be read */
+} kvrt_status;
+
+/* The message of the calling thread's last failed call ("" if none). */
+const char *kvrt_last_error(void);
+
+/* An opaque stream: a CUstream (or cudaStream_t, the same handle); NULL is
+ * the legacy default stream. Ignored for host (kDLCPU) launches. */
+typedef void *kvrt_stream;
+
+/* A loaded bundle: the manifest, the PTX/cubin, and, lazily, one loaded module
+ * per CUDA context it is launched in. Thread-safe. */
+typedef struct kvrt_bundle kvrt_bundle;
+
+kvrt_status kvrt_bundle_load_file(const char *path, kvrt_bundle **out);
+kvrt_status kvrt_bundle_load_memory(const void *data, size_t size,
+                                    kvrt_bundle **out);
+void kvrt_bundle_destroy(kvrt_bundle *bundle);
+
+/* Number of kernels in the bundle and their names (both variants count). */
+size_t kvrt_bundle_num_kernels(const kvrt_bundle *bundle);
+const char *kvrt_bundle_kernel_name(const kvrt_bundle *bundle, size_t index);
+
+/* The host target: a kernel compiled for the CPU (kvgen's host target), as its
+ * packed entry point `void fn(void **params)`. Once registered, a launch whose
+ * tensors all live on kDLCPU runs it synchronously through the same validation
+ * and argument packing as a GPU launch. */
+typedef void (*kvrt_host_kernel)(void **params);
+kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
+                                        const char *kernel_name,
+                                        kvrt_host_kernel fn);
+
+/* Which variant a launch may use. AUTO picks the vector variant when every
+ * tensor meets its alignment promise, else the scalar one. */
+typedef enum kvrt_variant {
+  KVRT_VARIANT_AUTO = 0,
+  KVRT_VARIANT_VECTOR = 1, /* refused if a tensor breaks the promise */
+  KVRT_VARIANT_SCALAR = 2,
+} kvrt_variant;
+
+/* Append new K/V rows into the cache through `slot_mapping`.
+ * `kernel` names the description (its vector variant's name); NULL picks the
+ * bundle's only append description. For dual_stacked, `key_cache` is the
+ * [num_blocks, 2, H, bs, D] tensor and `value_cache` must be NULL. */
+typedef struct kvrt_append_args {
+  const char *kernel;
+  const DLTensor *key;
+  const DLTensor *value;
+  const DLTensor *slot_mapping;
+  const DLTensor *key_cache;
+  const DLTensor *value_cache;
+  kvrt_variant variant;
+} kvrt_append_args;
+
+kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
+                        kvrt_stream stream);
+
+/* Build slot_mapping from the block table and per-request positions, on the
+ * device (kernel kind slot_mapping). */
+typedef struct kvrt_slot_mapping_args {
+  const char *kernel;
+  const DLTensor *block_table;     /* int32 [num_reqs, max_blocks_per_req] */
+  const DLTensor *query_start_loc; /* int32 [num_reqs + 1] */
+  const DLTensor *context_lens;    /* int32 [num_reqs] */
+  const DLTensor *slot_mapping;    /* int64 [num_tokens], written */
+} kvrt_slot_mapping_args;
+
+kvrt_status kvrt_build_slot_mapping(kvrt_bundle *bundle,
+                                    const kvrt_slot_mapping_args *args,
+                                    kvrt_stream stream);
+
+/* Append straight from the block table and positions: one launch. */
+typedef struct kvrt_fused_append_args {
+  const char *kernel;
+  const DLTensor *key;
+  const DLTensor *value;
+  const DLTensor *block_table;
+  const DLTensor *query_start_loc;
+  const DLTensor *context_lens;
+  const DLTensor *key_cache;
+  const DLTensor *value_cache;
+  kvrt_variant variant;
+} kvrt_fused_append_args;
+
+kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
+                              const kvrt_fused_append_args *args,
+                              kvrt_stream stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVRT_KVRT_H */
