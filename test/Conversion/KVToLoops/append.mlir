@@ -1,0 +1,91 @@
+// RUN: kvgen-opt %s -kv-to-loops -split-input-file | FileCheck %s
+
+// The append as a loop nest: the slot is loaded and checked before any K/V
+// access, the vector variant moves 16 bytes per tensor, and each layout gets
+// its own cache offset.
+
+// CHECK-LABEL: func.func @nhd(
+// CHECK-SAME: %[[KEY:[^:]*]]: memref<?xbf16> {kv.name = "key"}
+// CHECK-SAME: %[[SLOTS:[^:]*]]: memref<?xi64> {kv.name = "slot_mapping"}
+// CHECK-SAME: %[[KCACHE:[^:]*]]: memref<?xbf16> {kv.name = "key_cache"}
+// CHECK-SAME: %[[NBLOCKS:[^:]*]]: i64 {kv.name = "num_blocks"}
+// CHECK-SAME: attributes {kv.launch = {chunks_per_token = 128 : i64, threads_x = 128 : i64, tokens_per_block = 1 : i64}}
+// CHECK: scf.parallel (%[[T:.*]], %[[C:.*]]) = (%c0, %c0) to (%{{.*}}, %c128)
+// CHECK-NOT: vector.load
+// CHECK: %[[SLOT:.*]] = memref.load %[[SLOTS]][%{{.*}}] {alignment = 8 : i64}
+// Block size 16: divide and modulo are a shift and a mask.
+// CHECK-DAG: %[[BLOCK:.*]] = arith.shrui %[[SLOT]], %c4_i64
+// CHECK-DAG: arith.andi %[[SLOT]], %c15_i64
+// CHECK-DAG: arith.cmpi ult, %[[BLOCK]], %[[NBLOCKS]]
+// CHECK-DAG: arith.cmpi sge, %[[SLOT]], %c0_i64
+// CHECK: scf.if
+// CHECK: vector.load %[[KEY]][%{{.*}}] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// CHECK: vector.load
+// CHECK: vector.store %{{.*}}, %[[KCACHE]][%{{.*}}] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// CHECK: vector.store
+// CHECK-LABEL: func.func @nhd_scalar(
+// CHECK-NOT: vector.
+// CHECK-COUNT-16: memref.load %{{.*}} : memref<?xbf16>
+// CHECK-COUNT-16: memref.store
+kv.append @nhd : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
+
+// -----
+
+// A max_seq_len that is not a power of two divides by a constant.
+// CHECK-LABEL: func.func @contiguous(
+// CHECK: %[[SLOT:.*]] = memref.load
+// CHECK-DAG: arith.divui %[[SLOT]], %c1000_i64
+// CHECK-DAG: arith.remui %[[SLOT]], %c1000_i64
+// CHECK: scf.if
+// CHECK: vector.load {{.*}} : memref<?xf16>, vector<8xf16>
+kv.append @contiguous : !kv.cache<layout = contiguous, max_seq_len = 1000,
+    num_kv_heads = 4, head_dim = 64, dtype = f16> from f16
+
+// -----
+
+// f32 in, bf16 cache: 16-byte loads of 4 floats, truncated, 8-byte stores.
+// CHECK-LABEL: func.func @hnd_cast(
+// CHECK-SAME: kv.launch = {chunks_per_token = 16 : i64, threads_x = 16 : i64, tokens_per_block = 8 : i64}
+// CHECK: %[[K:.*]] = vector.load {{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// CHECK: arith.truncf %[[K]] : vector<4xf32> to vector<4xbf16>
+// CHECK: vector.store {{.*}} {alignment = 8 : i64} : memref<?xbf16>, vector<4xbf16>
+kv.append @hnd_cast : !kv.cache<layout = paged_hnd, block_size = 32,
+    num_kv_heads = 1, head_dim = 64, dtype = bf16> from f32
+
+// -----
+
+// The legacy vectorized key cache splits d into (d / x, d % x), x = 8 for
+// f16; its value cache [nb, H, D, bs] takes element stores s_dim apart.
+// CHECK-LABEL: func.func @vllm(
+// CHECK-SAME: %[[KC_DIM:[^:]*]]: i64 {kv.name = "key_cache_stride_dim"}
+// CHECK-SAME: %[[VC_DIM:[^:]*]]: i64 {kv.name = "value_cache_stride_dim"}
+// CHECK: %[[D0:.*]] = arith.muli %{{.*}}, %c8_i64
+// CHECK-DAG: arith.andi %[[D0]], %c7_i64
+// CHECK-DAG: %[[GROUP:.*]] = arith.shrui %[[D0]], %c3_i64
+// CHECK-DAG: arith.muli %[[GROUP]], %[[KC_DIM]]
+// CHECK: vector.store {{.*}} : memref<?xf16>, vector<8xf16>
+// CHECK: arith.muli %[[D0]], %[[VC_DIM]]
+// CHECK-COUNT-8: memref.store %{{.*}} : memref<?xf16>
+kv.append @vllm : !kv.cache<layout = vllm_vectorized, block_size = 16,
+    num_kv_heads = 8, head_dim = 128, dtype = f16> from f16
+
+// -----
+
+// Dual-stacked caches share the plain offset; kvrt passes the one tensor as
+// the key and the value cache.
+// CHECK-LABEL: func.func @dual(
+// 16 bytes of the wider dtype: 4 elements, 8-byte loads, 16-byte stores.
+// CHECK: %[[K:.*]] = vector.load {{.*}} {alignment = 8 : i64} : memref<?xbf16>, vector<4xbf16>
+// CHECK: arith.extf %[[K]] : vector<4xbf16> to vector<4xf32>
+// CHECK: vector.store {{.*}} : memref<?xf32>, vector<4xf32>
+kv.append @dual : !kv.cache<layout = dual_stacked, block_size = 64,
+    num_kv_heads = 2, head_dim = 256, dtype = f32> from bf16
+
+// -----
+
+// head_dim 100 f16: 16 bytes would straddle heads, so 4 elements (8 bytes).
+// CHECK-LABEL: func.func @narrow(
+// CHECK: vector.load {{.*}} {alignment = 8 : i64} : memref<?xf16>, vector<4xf16>
+kv.append @narrow : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 2, head_dim = 100, dtype = f16> from f16

@@ -1,0 +1,210 @@
+//===- Harness.h - Buffers, tensors and byte-exact checks --------*- C++ -*-===//
+//
+// The pieces the cases are made of, public so that device-specific tests
+// (CUDA graphs, caches past 2^32 elements) build on the same ones: device
+// buffers through a Backend, DLTensors that own their shape, K/V sources laid
+// out the ways serving stacks lay them out, and poisoned caches whose every
+// byte is compared with the reference.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVGEN_CONFORMANCE_HARNESS_H
+#define KVGEN_CONFORMANCE_HARNESS_H
+
+#include "conformance/Backend.h"
+#include "conformance/Description.h"
+#include "conformance/Reference.h"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kvgen::conformance {
+
+/// Device memory owned through a Backend.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend &backend, size_t bytes);
+  DeviceBuffer(DeviceBuffer &&other) noexcept;
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer();
+
+  bool valid() const { return pointer != nullptr; }
+  char *get() const { return static_cast<char *>(pointer); }
+  size_t size() const { return bytes; }
+
+private:
+  void release();
+
+  Backend *backend = nullptr;
+  void *pointer = nullptr;
+  size_t bytes = 0;
+};
+
+/// A DLTensor that owns the shape and strides it points at. Unset, get() is
+/// nullptr (an absent optional tensor).
+class TensorArg {
+public:
+  TensorArg() = default;
+  TensorArg(void *data, uint64_t byteOffset, DLDevice device, DLDataType dtype,
+            std::vector<int64_t> shape, std::vector<int64_t> strides);
+  TensorArg(TensorArg &&other) noexcept;
+  TensorArg &operator=(TensorArg &&other) noexcept;
+  TensorArg(const TensorArg &) = delete;
+  TensorArg &operator=(const TensorArg &) = delete;
+
+  const DLTensor *get() const { return isSet ? &tensor : nullptr; }
+
+private:
+  void point();
+
+  DLTensor tensor{};
+  std::vector<int64_t> shapeStorage, strideStorage;
+  bool isSet = false;
+};
+
+/// Random K/V element bits for `count` elements of `source` (to be cast to
+/// `cache`): never zero, never NaN or infinite. For an fp32 source cast to a
+/// 16-bit cache a share of the values are exact rounding ties, their
+/// neighbours, values that round to subnormals and values that overflow to
+/// infinity, so the cast's rounding is checked, not just its common case.
+void fillSourceValues(void *host, size_t count, DType source, DType cache,
+                      std::mt19937_64 &rng);
+
+/// A position-dependent byte pattern (no zero runs), so a kernel that moves
+/// poison around is caught as surely as one that writes the wrong value.
+void fillPoison(void *host, size_t bytes, uint64_t seed);
+
+/// How a case lays out the new K and V rows.
+enum class SourceStorage {
+  /// K then V, each compact [num_tokens, H, D].
+  Compact,
+  /// Views into one fused QKV projection [num_tokens, (Hq + 2H) * D]: every
+  /// stride a multiple of 16 bytes, so the vector variant applies.
+  FusedQkv,
+  /// The same with one element of padding per row: an odd token stride, so
+  /// only the scalar variant applies.
+  FusedQkvOddStride,
+  /// K stored [H, num_tokens, D] and V stored [num_tokens, D, H] (a head
+  /// stride larger than the token stride; a dim stride other than 1).
+  Permuted,
+  /// K and V interleaved per token ([rows, 2, H, D], a fused KV projection)
+  /// where the storage holds only the first `storedTokens` rows: the
+  /// padding tokens' rows lie past the end of the allocation, so a kernel
+  /// that reads a padding token's K/V is caught by compute-sanitizer.
+  KvInterleavedTruncated,
+};
+
+const char *sourceStorageName(SourceStorage storage);
+
+/// The K/V source of one case: one storage buffer (host copy, device copy),
+/// K and V as views into it.
+class SourceSet {
+public:
+  /// `storedTokens` matters only for KvInterleavedTruncated (<= numTokens).
+  bool create(Backend &backend, const Description &desc, int64_t numTokens,
+              SourceStorage storage, std::mt19937_64 &rng, std::string &error,
+              int64_t storedTokens = -1);
+  /// New random values in the same buffers (a replayed CUDA graph reads
+  /// them).
+  bool refill(std::mt19937_64 &rng, std::string &error);
+
+  int64_t numTokens() const { return tokens; }
+  TensorView hostKey() const;
+  TensorView hostValue() const;
+  const DLTensor *key() const { return keyArg.get(); }
+  const DLTensor *value() const { return valueArg.get(); }
+
+private:
+  Backend *backend = nullptr;
+  Description desc;
+  int64_t tokens = 0;
+  std::vector<unsigned char> host;
+  DeviceBuffer device;
+  int64_t keyOffset = 0, valueOffset = 0; // elements
+  std::vector<int64_t> keyStrides, valueStrides;
+  TensorArg keyArg, valueArg;
+};
+
+/// How a case lays out the caches.
+enum class CacheStorage {
+  /// Each cache compact in its own region (dual_stacked: the one tensor).
+  Compact,
+  /// K and V as the halves of one [num_blocks, 2, ...] allocation (FlashInfer
+  /// style): views whose block stride is twice the block.
+  Interleaved,
+};
+
+/// The caches of one case: one poisoned storage buffer with guard bytes
+/// before and after the caches, a host image of what it must hold, and the
+/// byte-for-byte check of the device copy against that image.
+class CacheSet {
+public:
+  bool create(Backend &backend, const Description &desc, int64_t numBlocks,
+              CacheStorage storage, uint64_t poisonSeed, std::string &error);
+  /// Poisons the device storage again and resets the expected image to it.
+  bool reset(std::string &error);
+
+  int64_t numBlocks() const { return blocks; }
+  const DLTensor *keyCache() const { return keyArg.get(); }
+  /// nullptr for dual_stacked (kvrt wants NULL there).
+  const DLTensor *valueCache() const { return valueArg.get(); }
+
+  /// Applies appendReference() to the expected image.
+  void expectAppend(const SourceSet &source, const std::vector<int64_t> &slots);
+
+  /// Copies the device storage back and compares every byte (guards and
+  /// gaps included) with the expected image. On a difference, `report` names
+  /// the first `maxShown` differing elements by (cache, block, head, pos, d).
+  bool check(std::string &report, int maxShown = 5);
+  size_t storageBytes() const { return expected.size(); }
+
+private:
+  std::string describeByte(size_t byte) const;
+  TensorView hostView(CacheSide side, unsigned char *base) const;
+
+  Backend *backend = nullptr;
+  Description desc;
+  int64_t blocks = 0;
+  uint64_t seed = 0;
+  size_t guardBytes = 0;
+  int64_t keyOffset = 0, valueOffset = 0; // elements from the guard's end
+  std::vector<int64_t> keyStrides, valueStrides;
+  std::vector<unsigned char> poison, expected;
+  DeviceBuffer device;
+  TensorArg keyArg, valueArg;
+};
+
+/// A device copy of host data; nullptr-free even for empty vectors.
+template <typename T>
+bool uploadVector(Backend &backend, const std::vector<T> &values,
+                  DeviceBuffer &buffer, std::string &error) {
+  if (!buffer.valid() || buffer.size() < values.size() * sizeof(T))
+    buffer = DeviceBuffer(backend, values.size() * sizeof(T));
+  if (!buffer.valid()) {
+    error = "allocation failed: " + backend.lastError();
+    return false;
+  }
+  if (!values.empty() &&
+      !backend.copyToDevice(buffer.get(), values.data(),
+                            values.size() * sizeof(T))) {
+    error = "copy to device failed: " + backend.lastError();
+    return false;
+  }
+  return true;
+}
+
+/// DLPack dtypes of the index tensors.
+inline DLDataType int32Type() { return DLDataType{kDLInt, 32, 1}; }
+inline DLDataType int64Type() { return DLDataType{kDLInt, 64, 1}; }
+
+/// "status (message)" for a failed kvrt call.
+std::string kvrtFailure(const char *call, kvrt_status status);
+
+} // namespace kvgen::conformance
+
+#endif // KVGEN_CONFORMANCE_HARNESS_H

@@ -1,0 +1,766 @@
+//===- Cases.cpp - The conformance cases ----------------------------------===//
+//
+// Each case builds a batch the way a serving stack would (decode, prefill,
+// chunked prefill, padded CUDA-graph batches, ...), runs it through kvrt on
+// the Backend, and compares every byte with the reference.
+//
+//===----------------------------------------------------------------------===//
+
+#include "conformance/Conformance.h"
+
+#include "conformance/Harness.h"
+#include "conformance/Reference.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+namespace kvgen::conformance {
+
+void RunStats::merge(const RunStats &other) {
+  descriptions += other.descriptions;
+  cases += other.cases;
+  failedCases += other.failedCases;
+  bytesCompared += other.bytesCompared;
+  failures.insert(failures.end(), other.failures.begin(), other.failures.end());
+}
+
+std::string RunStats::summary() const {
+  std::ostringstream os;
+  os << descriptions << " descriptions, " << cases << " cases checked ("
+     << bytesCompared << " bytes compared), " << failedCases << " failed";
+  return os.str();
+}
+
+namespace {
+
+// Blocks in a paged test cache, and requests in a contiguous one: enough for
+// every case to give each request blocks of its own.
+constexpr int64_t kPagedBlocks = 24;
+constexpr int64_t kContiguousBatch = 8;
+
+uint64_t hashString(uint64_t hash, const std::string &text) {
+  for (unsigned char c : text) // FNV-1a
+    hash = (hash ^ c) * 0x100000001b3ull;
+  return hash;
+}
+
+/// Hands out distinct blocks (requests, for contiguous) in random order, the
+/// way a block allocator fragments over time.
+class BlockPool {
+public:
+  BlockPool(int64_t numBlocks, std::mt19937_64 &rng) : blocks(numBlocks) {
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+  }
+  int64_t take() {
+    int64_t block = blocks.back();
+    blocks.pop_back();
+    return block;
+  }
+
+private:
+  std::vector<int64_t> blocks;
+};
+
+/// The block table and per-request positions of a batch.
+struct Tables {
+  int64_t numReqs = 0;
+  int64_t maxBlocksPerReq = 0;
+  int64_t stride = 0;
+  std::vector<int32_t> blockTable; // numReqs * stride
+  std::vector<int32_t> queryStartLoc, contextLens;
+  int64_t numTokens = 0;
+
+  SlotMappingInputs inputs() const {
+    SlotMappingInputs in;
+    in.blockTable = blockTable.data();
+    in.blockTableStride = stride;
+    in.maxBlocksPerReq = maxBlocksPerReq;
+    in.queryStartLoc = queryStartLoc.data();
+    in.contextLens = contextLens.data();
+    in.numReqs = numReqs;
+    return in;
+  }
+};
+
+struct Request {
+  int32_t contextLen;
+  int32_t newTokens;
+};
+
+class CaseEnv;
+
+struct CaseDef {
+  std::string name;
+  std::function<bool(CaseEnv &, std::string &)> run;
+};
+
+/// What one case runs with.
+class CaseEnv {
+public:
+  CaseEnv(Backend &backend, const Description &desc, kvrt_bundle *bundle,
+          uint64_t seed, RunStats &stats, int maxShown)
+      : backend(backend), desc(desc), bundle(bundle), rng(seed), stats(stats),
+        maxShown(maxShown) {}
+
+  Backend &backend;
+  const Description &desc;
+  kvrt_bundle *bundle;
+  std::mt19937_64 rng;
+  RunStats &stats;
+  int maxShown;
+
+  bool contiguous() const { return desc.layout == Layout::Contiguous; }
+  int64_t numBlocks() const {
+    return contiguous() ? kContiguousBatch : kPagedBlocks;
+  }
+  int64_t uniform(int64_t lo, int64_t hi) { // inclusive
+    return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Slot lists for the append
+  //===--------------------------------------------------------------------===//
+
+  /// One token per request, each in a block of its own at a random position.
+  std::vector<int64_t> decodeSlots(int64_t count, BlockPool &pool) {
+    std::vector<int64_t> slots;
+    for (int64_t i = 0; i < count; ++i)
+      slots.push_back(pool.take() * desc.blockSize +
+                      uniform(0, desc.blockSize - 1));
+    return slots;
+  }
+
+  /// `length` consecutive positions of one request from a random start: paged,
+  /// over as many (randomly chosen) blocks as that takes, so the run crosses
+  /// block boundaries; contiguous, inside one request's row.
+  std::vector<int64_t> prefillSlots(int64_t length, BlockPool &pool) {
+    std::vector<int64_t> slots;
+    int64_t bs = desc.blockSize;
+    if (contiguous()) {
+      int64_t request = pool.take();
+      int64_t start = uniform(0, bs - length);
+      for (int64_t i = 0; i < length; ++i)
+        slots.push_back(request * bs + start + i);
+      return slots;
+    }
+    int64_t start = uniform(0, bs - 1);
+    std::vector<int64_t> blocks;
+    for (int64_t b = 0; b < (start + length + bs - 1) / bs; ++b)
+      blocks.push_back(pool.take());
+    for (int64_t i = 0; i < length; ++i) {
+      int64_t pos = start + i;
+      slots.push_back(blocks[pos / bs] * bs + pos % bs);
+    }
+    return slots;
+  }
+
+  /// A long prompt: crosses two block boundaries (contiguous: half a row).
+  int64_t longPrompt() const {
+    return contiguous() ? desc.blockSize / 2 + 3
+                        : 2 * desc.blockSize + desc.blockSize / 2 + 3;
+  }
+  int64_t shortPrompt() const {
+    return contiguous() ? desc.blockSize / 4 + 5 : desc.blockSize + 5;
+  }
+
+  static void appendTo(std::vector<int64_t> &slots,
+                       const std::vector<int64_t> &more) {
+    slots.insert(slots.end(), more.begin(), more.end());
+  }
+
+  std::vector<int64_t> mixedSlots() {
+    // A continuous-batching step: decodes and (chunks of) prompts together.
+    BlockPool pool(numBlocks(), rng);
+    std::vector<int64_t> slots = decodeSlots(2, pool);
+    appendTo(slots, prefillSlots(shortPrompt(), pool));
+    appendTo(slots, decodeSlots(1, pool));
+    appendTo(slots, prefillSlots(shortPrompt() / 2 + 1, pool));
+    return slots;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Running and checking
+  //===--------------------------------------------------------------------===//
+
+  struct AppendSpec {
+    std::vector<int64_t> slots;
+    SourceStorage source = SourceStorage::Compact;
+    int64_t storedTokens = -1;
+    CacheStorage cache = CacheStorage::Compact;
+    kvrt_variant variant = KVRT_VARIANT_AUTO;
+    int repeats = 1;
+    bool expectRefusal = false;
+  };
+
+  bool runAppend(const AppendSpec &spec, std::string &failure) {
+    int64_t tokens = static_cast<int64_t>(spec.slots.size());
+    SourceSet source;
+    CacheSet caches;
+    DeviceBuffer slotBuffer;
+    if (!source.create(backend, desc, tokens, spec.source, rng, failure,
+                       spec.storedTokens) ||
+        !caches.create(backend, desc, numBlocks(), spec.cache, rng(),
+                       failure) ||
+        !uploadVector(backend, spec.slots, slotBuffer, failure))
+      return false;
+    TensorArg slots(slotBuffer.get(), 0, backend.device(), int64Type(),
+                    {tokens}, {1});
+
+    kvrt_append_args args{};
+    args.kernel = desc.name.c_str();
+    args.key = source.key();
+    args.value = source.value();
+    args.slot_mapping = slots.get();
+    args.key_cache = caches.keyCache();
+    args.value_cache = caches.valueCache();
+    args.variant = spec.variant;
+    for (int i = 0; i < spec.repeats; ++i) {
+      kvrt_status status = kvrt_append(bundle, &args, backend.stream());
+      if (!checkStatus("kvrt_append", status, spec.expectRefusal, failure))
+        return false;
+    }
+    if (!backend.synchronize()) {
+      failure = "synchronize failed: " + backend.lastError();
+      return false;
+    }
+    if (!spec.expectRefusal)
+      caches.expectAppend(source, spec.slots);
+    stats.bytesCompared += static_cast<int64_t>(caches.storageBytes());
+    return caches.check(failure, maxShown);
+  }
+
+  bool checkStatus(const char *call, kvrt_status status, bool expectRefusal,
+                   std::string &failure) {
+    if (expectRefusal) {
+      if (status == KVRT_ERROR_INVALID_ARGUMENT)
+        return true;
+      failure = std::string(call) +
+                " should refuse with KVRT_ERROR_INVALID_ARGUMENT, returned " +
+                std::to_string(status);
+      if (status != KVRT_SUCCESS)
+        failure += std::string(" (") + kvrt_last_error() + ")";
+      return false;
+    }
+    if (status == KVRT_SUCCESS)
+      return true;
+    failure = kvrtFailure(call, status);
+    return false;
+  }
+
+  /// Builds block tables for `requests`: the columns a request's new tokens
+  /// touch get distinct blocks; every other entry (unused columns, the gap
+  /// of a strided table) holds some other valid block, so reading the wrong
+  /// entry writes somewhere visible.
+  Tables makeTables(const std::vector<Request> &requests,
+                    int64_t maxBlocksPerReq, int64_t stride,
+                    int64_t paddingTokens) {
+    Tables t;
+    t.numReqs = static_cast<int64_t>(requests.size());
+    t.maxBlocksPerReq = maxBlocksPerReq;
+    t.stride = stride;
+    t.blockTable.resize(static_cast<size_t>(t.numReqs * stride));
+    for (int32_t &entry : t.blockTable)
+      entry = static_cast<int32_t>(uniform(0, kPagedBlocks - 1));
+    BlockPool pool(kPagedBlocks, rng);
+    t.queryStartLoc.push_back(0);
+    for (int64_t r = 0; r < t.numReqs; ++r) {
+      const Request &req = requests[r];
+      t.contextLens.push_back(req.contextLen);
+      t.queryStartLoc.push_back(t.queryStartLoc.back() + req.newTokens);
+      if (req.newTokens == 0)
+        continue;
+      int64_t first = req.contextLen / desc.blockSize;
+      int64_t last = (req.contextLen + req.newTokens - 1) / desc.blockSize;
+      for (int64_t c = first; c <= std::min(last, maxBlocksPerReq - 1); ++c)
+        t.blockTable[r * stride + c] = static_cast<int32_t>(pool.take());
+    }
+    t.numTokens = t.queryStartLoc.back() + paddingTokens;
+    return t;
+  }
+
+  /// Decode: one new token per request, at context lengths that include the
+  /// block-boundary cases (0, bs - 1, bs: the new token opens a block; a
+  /// post-increment bug puts it in the previous one).
+  Tables decodeTables(int64_t numReqs, int64_t stride = 4) {
+    const int64_t maxBlocks = 4, bs = desc.blockSize;
+    std::vector<Request> requests;
+    const int64_t edges[] = {0, bs - 1, bs, 2 * bs - 1, maxBlocks * bs - 1};
+    for (int64_t r = 0; r < numReqs; ++r) {
+      int64_t ctx = r < 5 ? edges[r] : uniform(0, maxBlocks * bs - 1);
+      requests.push_back({static_cast<int32_t>(ctx), 1});
+    }
+    std::shuffle(requests.begin(), requests.end(), rng);
+    return makeTables(requests, maxBlocks, std::max<int64_t>(stride, maxBlocks),
+                      0);
+  }
+
+  /// Prefill with a chunked prompt: a fresh prompt over three blocks, a
+  /// second chunk of a prompt already in the cache, a one-token prompt.
+  Tables prefillTables() {
+    const int32_t bs = static_cast<int32_t>(desc.blockSize);
+    return makeTables({{0, 2 * bs + 5}, {bs + 3, bs - 1}, {0, 1}}, 4, 4, 0);
+  }
+
+  /// Everything that must give slot -1 or write nothing: tokens running past
+  /// the block-table row, a negative table entry, an entry past the cache's
+  /// blocks, and padding tokens after query_start_loc[num_reqs].
+  Tables overflowTables() {
+    const int32_t bs = static_cast<int32_t>(desc.blockSize);
+    const int64_t maxBlocks = 3;
+    Tables t = makeTables({{5, 1},
+                           {static_cast<int32_t>(maxBlocks) * bs - 2, 5},
+                           {bs, 2},
+                           {2 * bs + 1, 1},
+                           {0, 1}},
+                          maxBlocks, maxBlocks, /*paddingTokens=*/3);
+    t.blockTable[2 * t.stride + 1] = -1;
+    t.blockTable[3 * t.stride + 2] = static_cast<int32_t>(kPagedBlocks + 2);
+    return t;
+  }
+
+  struct TableTensors {
+    DeviceBuffer table, starts, lens;
+    TensorArg tableArg, startsArg, lensArg;
+  };
+
+  bool uploadTables(const Tables &t, TableTensors &out, std::string &failure) {
+    if (!uploadVector(backend, t.blockTable, out.table, failure) ||
+        !uploadVector(backend, t.queryStartLoc, out.starts, failure) ||
+        !uploadVector(backend, t.contextLens, out.lens, failure))
+      return false;
+    DLDevice dev = backend.device();
+    out.tableArg = TensorArg(out.table.get(), 0, dev, int32Type(),
+                             {t.numReqs, t.maxBlocksPerReq}, {t.stride, 1});
+    out.startsArg =
+        TensorArg(out.starts.get(), 0, dev, int32Type(), {t.numReqs + 1}, {1});
+    out.lensArg =
+        TensorArg(out.lens.get(), 0, dev, int32Type(), {t.numReqs}, {1});
+    return true;
+  }
+
+  struct FusedSpec {
+    Tables tables;
+    SourceStorage source = SourceStorage::Compact;
+    kvrt_variant variant = KVRT_VARIANT_AUTO;
+    int repeats = 1;
+  };
+
+  bool runFused(const FusedSpec &spec, std::string &failure) {
+    const Tables &t = spec.tables;
+    SourceSet source;
+    CacheSet caches;
+    TableTensors tables;
+    if (!source.create(backend, desc, t.numTokens, spec.source, rng,
+                       failure) ||
+        !caches.create(backend, desc, kPagedBlocks, CacheStorage::Compact,
+                       rng(), failure) ||
+        !uploadTables(t, tables, failure))
+      return false;
+    kvrt_fused_append_args args{};
+    args.kernel = desc.name.c_str();
+    args.key = source.key();
+    args.value = source.value();
+    args.block_table = tables.tableArg.get();
+    args.query_start_loc = tables.startsArg.get();
+    args.context_lens = tables.lensArg.get();
+    args.key_cache = caches.keyCache();
+    args.value_cache = caches.valueCache();
+    args.variant = spec.variant;
+    for (int i = 0; i < spec.repeats; ++i) {
+      kvrt_status status = kvrt_fused_append(bundle, &args, backend.stream());
+      if (!checkStatus("kvrt_fused_append", status, false, failure))
+        return false;
+    }
+    if (!backend.synchronize()) {
+      failure = "synchronize failed: " + backend.lastError();
+      return false;
+    }
+    // The fused kernel must equal the two-step path: build slots, append.
+    std::vector<int64_t> slots =
+        slotMappingReference(desc.blockSize, t.inputs(), t.numTokens);
+    caches.expectAppend(source, slots);
+    stats.bytesCompared += static_cast<int64_t>(caches.storageBytes());
+    return caches.check(failure, maxShown);
+  }
+
+  bool runSlotMapping(const Tables &t, std::string &failure) {
+    TableTensors tables;
+    DeviceBuffer out;
+    // Poison the output so that a token the kernel skips (padding must get
+    // an explicit -1) shows up.
+    std::vector<int64_t> poison(static_cast<size_t>(t.numTokens));
+    fillPoison(poison.data(), poison.size() * sizeof(int64_t), rng());
+    if (!uploadTables(t, tables, failure) ||
+        !uploadVector(backend, poison, out, failure))
+      return false;
+    TensorArg outArg(out.get(), 0, backend.device(), int64Type(), {t.numTokens},
+                     {1});
+    kvrt_slot_mapping_args args{};
+    args.kernel = desc.name.c_str();
+    args.block_table = tables.tableArg.get();
+    args.query_start_loc = tables.startsArg.get();
+    args.context_lens = tables.lensArg.get();
+    args.slot_mapping = outArg.get();
+    kvrt_status status =
+        kvrt_build_slot_mapping(bundle, &args, backend.stream());
+    if (!checkStatus("kvrt_build_slot_mapping", status, false, failure))
+      return false;
+    if (!backend.synchronize()) {
+      failure = "synchronize failed: " + backend.lastError();
+      return false;
+    }
+    std::vector<int64_t> actual(poison.size());
+    if (!actual.empty() &&
+        !backend.copyToHost(actual.data(), out.get(),
+                            actual.size() * sizeof(int64_t))) {
+      failure = "copying slot_mapping back failed: " + backend.lastError();
+      return false;
+    }
+    stats.bytesCompared += static_cast<int64_t>(actual.size() * 8);
+    std::vector<int64_t> want =
+        slotMappingReference(desc.blockSize, t.inputs(), t.numTokens);
+    int64_t differing = 0;
+    std::string details;
+    for (int64_t i = 0; i < t.numTokens; ++i) {
+      if (actual[i] == want[i])
+        continue;
+      if (differing++ >= maxShown)
+        continue;
+      int64_t r = 0;
+      while (r < t.numReqs && i >= t.queryStartLoc[r + 1])
+        ++r;
+      char line[200];
+      if (r < t.numReqs)
+        std::snprintf(line, sizeof(line),
+                      "\n    token %" PRId64 " (request %" PRId64
+                      ", position %" PRId64 "): expected %" PRId64
+                      ", got %" PRId64,
+                      i, r,
+                      static_cast<int64_t>(t.contextLens[r]) + i -
+                          t.queryStartLoc[r],
+                      want[i], actual[i]);
+      else
+        std::snprintf(line, sizeof(line),
+                      "\n    token %" PRId64 " (padding): expected %" PRId64
+                      ", got %" PRId64,
+                      i, want[i], actual[i]);
+      details += line;
+    }
+    if (differing == 0)
+      return true;
+    failure = std::to_string(differing) + " of " +
+              std::to_string(t.numTokens) + " slots differ; first:" + details;
+    return false;
+  }
+};
+
+using Spec = CaseEnv::AppendSpec;
+
+void addBothVariants(std::vector<CaseDef> &cases, const std::string &name,
+                     std::function<Spec(CaseEnv &)> make) {
+  for (kvrt_variant variant : {KVRT_VARIANT_AUTO, KVRT_VARIANT_SCALAR}) {
+    cases.push_back({name + (variant == KVRT_VARIANT_AUTO ? "/auto" : "/scalar"),
+                     [make, variant](CaseEnv &env, std::string &failure) {
+                       Spec spec = make(env);
+                       spec.variant = variant;
+                       return env.runAppend(spec, failure);
+                     }});
+  }
+}
+
+void addAppend(std::vector<CaseDef> &cases, const std::string &name,
+               std::function<Spec(CaseEnv &)> make) {
+  cases.push_back({name, [make](CaseEnv &env, std::string &failure) {
+                     return env.runAppend(make(env), failure);
+                   }});
+}
+
+std::vector<CaseDef> appendCases(const Description &desc) {
+  std::vector<CaseDef> cases;
+  addBothVariants(cases, "decode", [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    Spec spec;
+    spec.slots = env.decodeSlots(7, pool);
+    return spec;
+  });
+  addBothVariants(cases, "prefill", [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    Spec spec;
+    spec.slots = env.prefillSlots(env.longPrompt(), pool);
+    CaseEnv::appendTo(spec.slots, env.prefillSlots(env.longPrompt(), pool));
+    return spec;
+  });
+  addBothVariants(cases, "mixed", [](CaseEnv &env) {
+    Spec spec;
+    spec.slots = env.mixedSlots();
+    return spec;
+  });
+  // A CUDA-graph batch padded to a fixed size: slot -1 (and another negative
+  // value) in the middle and at the end. The padding rows at the end are not
+  // even allocated: a kernel must not read a token before it knows its slot.
+  addBothVariants(cases, "padding", [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    std::vector<int64_t> real = env.decodeSlots(5, pool);
+    Spec spec;
+    spec.slots = {real[0], -1, real[1], real[2], -5, real[3], real[4],
+                  -1,      -1, -1,      -1,      -1};
+    spec.source = SourceStorage::KvInterleavedTruncated;
+    spec.storedTokens = 7;
+    return spec;
+  });
+  addBothVariants(cases, "out_of_range", [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    std::vector<int64_t> real = env.decodeSlots(4, pool);
+    int64_t end = env.numBlocks() * env.desc.blockSize;
+    Spec spec;
+    spec.slots = {end,         real[0], end + 3 * env.desc.blockSize + 1,
+                  real[1],     int64_t(1) << 40,
+                  real[2],     std::numeric_limits<int64_t>::max(),
+                  real[3]};
+    return spec;
+  });
+  // K and V as the views PyTorch hands over after splitting a fused QKV
+  // projection: aligned (the vector variant must accept them), and with an
+  // odd row stride (only the scalar variant may run; AUTO must fall back to
+  // it; VECTOR must be refused with nothing written).
+  addAppend(cases, "fused_qkv/vector", [](CaseEnv &env) {
+    Spec spec;
+    spec.slots = env.mixedSlots();
+    spec.source = SourceStorage::FusedQkv;
+    spec.variant = KVRT_VARIANT_VECTOR;
+    return spec;
+  });
+  for (kvrt_variant variant : {KVRT_VARIANT_SCALAR, KVRT_VARIANT_AUTO}) {
+    addAppend(cases,
+              std::string("fused_qkv_odd_stride/") +
+                  (variant == KVRT_VARIANT_AUTO ? "auto" : "scalar"),
+              [variant](CaseEnv &env) {
+                Spec spec;
+                spec.slots = env.mixedSlots();
+                spec.source = SourceStorage::FusedQkvOddStride;
+                spec.variant = variant;
+                return spec;
+              });
+  }
+  addAppend(cases, "fused_qkv_odd_stride/vector_refused", [](CaseEnv &env) {
+    Spec spec;
+    spec.slots = env.mixedSlots();
+    spec.source = SourceStorage::FusedQkvOddStride;
+    spec.variant = KVRT_VARIANT_VECTOR;
+    spec.expectRefusal = true;
+    return spec;
+  });
+  addAppend(cases, "permuted_source/auto", [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    Spec spec;
+    spec.slots = env.prefillSlots(env.longPrompt(), pool);
+    spec.source = SourceStorage::Permuted;
+    return spec;
+  });
+  if (desc.layout != Layout::DualStacked) {
+    addAppend(cases, "cache_views/auto", [](CaseEnv &env) {
+      Spec spec;
+      spec.slots = env.mixedSlots();
+      spec.cache = CacheStorage::Interleaved;
+      return spec;
+    });
+  }
+  addAppend(cases, "twice_equals_once/auto", [](CaseEnv &env) {
+    Spec spec;
+    spec.slots = env.mixedSlots();
+    spec.repeats = 2;
+    return spec;
+  });
+  addAppend(cases, "empty/auto", [](CaseEnv &) { return Spec(); });
+  return cases;
+}
+
+using FSpec = CaseEnv::FusedSpec;
+
+void addFused(std::vector<CaseDef> &cases, const std::string &name,
+              std::function<FSpec(CaseEnv &)> make) {
+  cases.push_back({name, [make](CaseEnv &env, std::string &failure) {
+                     return env.runFused(make(env), failure);
+                   }});
+}
+
+std::vector<CaseDef> fusedCases() {
+  std::vector<CaseDef> cases;
+  for (kvrt_variant variant : {KVRT_VARIANT_AUTO, KVRT_VARIANT_SCALAR}) {
+    std::string suffix = variant == KVRT_VARIANT_AUTO ? "/auto" : "/scalar";
+    addFused(cases, "decode" + suffix, [variant](CaseEnv &env) {
+      FSpec spec;
+      spec.tables = env.decodeTables(7);
+      spec.variant = variant;
+      return spec;
+    });
+    addFused(cases, "prefill" + suffix, [variant](CaseEnv &env) {
+      FSpec spec;
+      spec.tables = env.prefillTables();
+      spec.variant = variant;
+      return spec;
+    });
+    addFused(cases, "padding_overflow" + suffix, [variant](CaseEnv &env) {
+      FSpec spec;
+      spec.tables = env.overflowTables();
+      spec.variant = variant;
+      return spec;
+    });
+  }
+  addFused(cases, "fused_qkv/vector", [](CaseEnv &env) {
+    FSpec spec;
+    spec.tables = env.decodeTables(7);
+    spec.source = SourceStorage::FusedQkv;
+    spec.variant = KVRT_VARIANT_VECTOR;
+    return spec;
+  });
+  addFused(cases, "fused_qkv_odd_stride/scalar", [](CaseEnv &env) {
+    FSpec spec;
+    spec.tables = env.prefillTables();
+    spec.source = SourceStorage::FusedQkvOddStride;
+    spec.variant = KVRT_VARIANT_SCALAR;
+    return spec;
+  });
+  addFused(cases, "twice_equals_once/auto", [](CaseEnv &env) {
+    FSpec spec;
+    spec.tables = env.prefillTables();
+    spec.repeats = 2;
+    return spec;
+  });
+  addFused(cases, "empty/auto", [](CaseEnv &env) {
+    FSpec spec;
+    spec.tables = env.makeTables({{3, 0}, {0, 0}}, 4, 4, 0);
+    return spec;
+  });
+  return cases;
+}
+
+void addSlots(std::vector<CaseDef> &cases, const std::string &name,
+              std::function<Tables(CaseEnv &)> make) {
+  cases.push_back({name, [make](CaseEnv &env, std::string &failure) {
+                     return env.runSlotMapping(make(env), failure);
+                   }});
+}
+
+std::vector<CaseDef> slotMappingCases() {
+  std::vector<CaseDef> cases;
+  addSlots(cases, "decode", [](CaseEnv &env) { return env.decodeTables(9); });
+  addSlots(cases, "prefill",
+           [](CaseEnv &env) { return env.prefillTables(); });
+  addSlots(cases, "padding_overflow",
+           [](CaseEnv &env) { return env.overflowTables(); });
+  // A view into a wider table: rows further apart than max_blocks_per_req.
+  addSlots(cases, "strided_table",
+           [](CaseEnv &env) { return env.decodeTables(5, /*stride=*/7); });
+  addSlots(cases, "empty", [](CaseEnv &env) {
+    return env.makeTables({{3, 0}, {0, 0}}, 4, 4, 0);
+  });
+  return cases;
+}
+
+std::vector<CaseDef> casesFor(const Description &desc) {
+  switch (desc.kind) {
+  case Kind::Append:
+    return appendCases(desc);
+  case Kind::FusedAppend:
+    return fusedCases();
+  case Kind::SlotMapping:
+    return slotMappingCases();
+  }
+  return {};
+}
+
+/// Empty if `bundle` holds every kernel of `desc`, else what is missing.
+std::string missingKernels(const kvrt_bundle *bundle, const Description &desc) {
+  std::string missing;
+  size_t count = kvrt_bundle_num_kernels(bundle);
+  for (const std::string &kernel : desc.kernelNames()) {
+    bool found = false;
+    for (size_t i = 0; i < count && !found; ++i)
+      found = kernel == kvrt_bundle_kernel_name(bundle, i);
+    if (!found)
+      missing += (missing.empty() ? "" : ", ") + kernel;
+  }
+  return missing;
+}
+
+} // namespace
+
+std::vector<std::string> caseNames(const Description &desc) {
+  std::vector<std::string> names;
+  for (const CaseDef &c : casesFor(desc))
+    names.push_back(c.name);
+  return names;
+}
+
+RunStats runDescription(Backend &backend, const Description &desc,
+                        const RunOptions &options, std::ostream &log) {
+  RunStats stats;
+  stats.descriptions = 1;
+  std::vector<CaseDef> cases = casesFor(desc);
+  if (!options.caseFilter.empty())
+    cases.erase(std::remove_if(cases.begin(), cases.end(),
+                               [&](const CaseDef &c) {
+                                 return c.name.find(options.caseFilter) ==
+                                        std::string::npos;
+                               }),
+                cases.end());
+
+  auto fail = [&](const std::string &caseName, const std::string &message) {
+    ++stats.failedCases;
+    stats.failures.push_back({desc.name, caseName, message});
+    char seed[32];
+    std::snprintf(seed, sizeof(seed), "0x%" PRIx64, options.seed);
+    log << "FAIL " << desc.name << " " << caseName << " (seed " << seed
+        << "): " << message << "\n";
+  };
+
+  kvrt_bundle *bundle = backend.bundleFor(desc);
+  std::string missing =
+      bundle ? missingKernels(bundle, desc) : std::string();
+  if (!bundle || !missing.empty()) {
+    // Every case counts as failed: a description that does not compile has
+    // passed none of them.
+    std::string why = bundle ? "the bundle lacks kernel(s) " + missing
+                             : "no bundle: " + backend.lastError();
+    for (const CaseDef &c : cases) {
+      ++stats.cases;
+      fail(c.name, why);
+    }
+    return stats;
+  }
+
+  for (const CaseDef &c : cases) {
+    ++stats.cases;
+    uint64_t seed = hashString(hashString(options.seed ^ 0xcbf29ce484222325ull,
+                                          desc.name),
+                               c.name);
+    CaseEnv env(backend, desc, bundle, seed, stats, options.maxMismatchesShown);
+    std::string failure;
+    int64_t before = stats.bytesCompared;
+    if (!c.run(env, failure)) {
+      fail(c.name, failure.empty() ? "failed" : failure);
+      continue;
+    }
+    if (options.verbose)
+      log << "ok   " << desc.name << " " << c.name << " ("
+          << stats.bytesCompared - before << " bytes)\n";
+  }
+  return stats;
+}
+
+RunStats runMatrix(Backend &backend, const std::vector<Description> &matrix,
+                   const RunOptions &options, std::ostream &log) {
+  RunStats total;
+  for (const Description &desc : matrix)
+    total.merge(runDescription(backend, desc, options, log));
+  return total;
+}
+
+} // namespace kvgen::conformance
