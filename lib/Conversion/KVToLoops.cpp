@@ -288,8 +288,8 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
         });
     Value req = search.getResult(0);
     // Pre-increment rule: the first new token goes at context_len.
-    Value pos = add(loadI32AsI64(arg("context_lens"), req),
-                    sub(t, loadI32AsI64(qsl, req)));
+    Value offset = sub(t, loadI32AsI64(qsl, req));
+    Value pos = add(loadI32AsI64(arg("context_lens"), req), offset);
     int64_t blockSize = cache.getBlockSize();
     Value blockIdx = divConst(pos, blockSize);
     Value inRow = arith::AndIOp::create(

@@ -104,6 +104,7 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm,
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64;
   gpu.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
+  gpu.addPass(createKVMarkKernelNoAlias());
   gpu.addPass(LLVM::createNVVMOptimizeForTargetPass());
   gpu.addPass(createCanonicalizerPass());
   gpu.addPass(createCSEPass());

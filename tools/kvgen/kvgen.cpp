@@ -260,6 +260,7 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
     buildNVVMPipeline(pm, gpuOptions);
   if (failed(pm.run(*module)))
     return failure();
+  pipelineTiming.stop();
   if (emit == Stage::Loops || emit == Stage::GPU || emit == Stage::NVVM)
     return writeOutput(printModule(*module));
 

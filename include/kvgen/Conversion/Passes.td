@@ -38,4 +38,17 @@ def KVLoopsToGPU : Pass<"kv-loops-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def KVMarkKernelNoAlias : Pass<"kv-mark-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Mark the buffer pointers of kv kernels noalias";
+  let description = [{
+    Runs on the LLVM dialect, after convert-gpu-to-nvvm: every pointer
+    parameter of a kv kernel (the allocated and aligned pointers of each
+    memref descriptor) gets `llvm.noalias`. kvrt refuses a launch in which a
+    written buffer overlaps any other buffer, so the promise holds, and it
+    lets LLVM keep K and V loads ahead of the cache stores and read the
+    inputs through the non-coherent cache (`ld.global.nc`). The memref
+    lowering cannot carry the attribute through a descriptor itself.
+  }];
+}
+
 #endif // KVGEN_CONVERSION_PASSES_TD

@@ -1,0 +1,226 @@
+//===- HostSuite.cpp - every description, run on the CPU ------------------===//
+//
+// The host target in action: each description of the conformance matrix is
+// compiled by kvgen's host pipeline (the same loop nest the GPU kernels are
+// mapped from), JIT-compiled, registered in a kvrt bundle as host kernels,
+// and run through kvrt's own validation and argument packing on kDLCPU
+// tensors. The conformance cases then compare every byte of the caches with
+// the plain C++ reference the GPU suite uses too.
+//
+//   kvgen-host-suite            the whole matrix
+//   kvgen-host-suite --default  the embedded default description only (the
+//                               README's main job)
+//   kvgen-host-suite --filter=S only descriptions whose name contains S
+//
+//===----------------------------------------------------------------------===//
+
+#include "conformance/Backend.h"
+#include "conformance/Conformance.h"
+#include "conformance/Description.h"
+
+#include "kvgen/Pipeline/Pipeline.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+using namespace kvgen;
+using namespace kvgen::conformance;
+
+namespace {
+
+/// Host memory and JIT-compiled kernels behind the conformance Backend.
+class HostBackend : public Backend {
+public:
+  HostBackend() : context(makeRegistry()) {
+    context.loadAllAvailableDialects();
+    // Keep the JIT's diagnostics as the reason bundleFor() failed.
+    context.getDiagEngine().registerHandler([this](mlir::Diagnostic &d) {
+      error = d.str();
+      return mlir::success();
+    });
+  }
+  ~HostBackend() override { release(); }
+
+  DLDevice device() const override { return {kDLCPU, 0}; }
+  void *allocate(size_t bytes) override {
+    // 256 bytes, like cudaMalloc, so the vector variant's promise holds for
+    // whole allocations exactly as it does on the GPU.
+    return std::aligned_alloc(256, ((bytes + 255) / 256) * 256 + 256);
+  }
+  void deallocate(void *pointer) override { std::free(pointer); }
+  bool copyToDevice(void *dst, const void *src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return true;
+  }
+  bool copyToHost(void *dst, const void *src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return true;
+  }
+  bool fill(void *dst, unsigned char byte, size_t bytes) override {
+    std::memset(dst, byte, bytes);
+    return true;
+  }
+  kvrt_stream stream() override { return nullptr; }
+  bool synchronize() override { return true; }
+  std::string lastError() const override { return error; }
+
+  kvrt_bundle *bundleFor(const Description &desc) override {
+    if (fixed)
+      return bundle;
+    return compile("module {\n" + desc.toMlir() + "\n}\n") ? bundle : nullptr;
+  }
+
+  /// Compiles `text` once and serves its kernels to every description.
+  bool compileFixed(llvm::StringRef text) {
+    fixed = compile(text);
+    return fixed;
+  }
+  const std::vector<KernelPlan> &plans() const { return kernels->getPlans(); }
+  double compileMilliseconds() const { return compileMs; }
+
+private:
+  static mlir::DialectRegistry makeRegistry() {
+    mlir::DialectRegistry registry;
+    registerKVGenDialects(registry);
+    return registry;
+  }
+
+  void release() {
+    if (bundle)
+      kvrt_bundle_destroy(bundle);
+    bundle = nullptr;
+    kernels.reset();
+  }
+
+  bool compile(llvm::StringRef text) {
+    release();
+    auto start = std::chrono::steady_clock::now();
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        parseDescription(text, &context);
+    if (!module)
+      return false;
+    mlir::FailureOr<HostKernels> compiled = compileForHost(*module);
+    if (mlir::failed(compiled))
+      return false;
+    kernels = std::make_unique<HostKernels>(std::move(*compiled));
+    compileMs += std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+    const std::string &json = kernels->getBundle();
+    if (kvrt_bundle_load_memory(json.data(), json.size(), &bundle) !=
+        KVRT_SUCCESS) {
+      error = std::string("kvrt refused the host bundle: ") +
+              kvrt_last_error();
+      bundle = nullptr;
+      return false;
+    }
+    for (const KernelPlan &plan : kernels->getPlans()) {
+      HostKernels::Entry entry = kernels->lookup(plan.name);
+      if (!entry ||
+          kvrt_bundle_set_host_kernel(bundle, plan.name.c_str(), entry) !=
+              KVRT_SUCCESS) {
+        error = "no host entry point for " + plan.name + ": " +
+                kvrt_last_error();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  mlir::MLIRContext context;
+  std::unique_ptr<HostKernels> kernels;
+  kvrt_bundle *bundle = nullptr;
+  bool fixed = false;
+  std::string error;
+  double compileMs = 0;
+};
+
+/// The conformance descriptions of the kernels a compiled module holds (the
+/// vector variant's name stands for both variants).
+std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
+  std::vector<Description> out;
+  for (const KernelPlan &plan : plans) {
+    if (plan.variant == KernelVariant::Scalar &&
+        plan.kind != KernelKind::SlotMapping)
+      continue;
+    Description d;
+    d.name = plan.name;
+    d.kind = plan.kind == KernelKind::Append        ? Kind::Append
+             : plan.kind == KernelKind::SlotMapping ? Kind::SlotMapping
+                                                    : Kind::FusedAppend;
+    auto layoutName = kv::stringifyLayoutKind(plan.cache.getLayout());
+    for (Layout l : {Layout::Contiguous, Layout::PagedNHD, Layout::PagedHND,
+                     Layout::VllmVectorized, Layout::DualStacked})
+      if (layoutName == conformance::layoutName(l))
+        d.layout = l;
+    d.blockSize = plan.cache.getTokensPerBlock();
+    d.numKvHeads = plan.cache.getNumKvHeads();
+    d.headDim = plan.cache.getHeadDim();
+    auto dtypeOf = [](mlir::Type t) {
+      return t.isF32() ? DType::F32 : t.isF16() ? DType::F16 : DType::BF16;
+    };
+    d.cacheDtype = dtypeOf(plan.cache.getDtype());
+    d.sourceDtype = plan.sourceType ? dtypeOf(plan.sourceType) : d.cacheDtype;
+    out.push_back(d);
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool useDefault = false;
+  RunOptions options;
+  std::string filter;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--default")
+      useDefault = true;
+    else if (arg == "--verbose")
+      options.verbose = true;
+    else if (arg.rfind("--filter=", 0) == 0)
+      filter = arg.substr(9);
+    else if (arg.rfind("--cases=", 0) == 0)
+      options.caseFilter = arg.substr(8);
+    else {
+      std::cerr << "usage: kvgen-host-suite [--default] [--filter=NAME] "
+                   "[--cases=NAME] [--verbose]\n";
+      return 2;
+    }
+  }
+
+  HostBackend backend;
+  std::vector<Description> matrix;
+  if (useDefault) {
+    std::cout << "host target: the default description\n"
+              << getDefaultDescription().str();
+    if (!backend.compileFixed(getDefaultDescription())) {
+      std::cerr << "error: the default description did not compile: "
+                << backend.lastError() << "\n";
+      return 1;
+    }
+    matrix = describePlans(backend.plans());
+  } else {
+    for (const Description &d : conformanceMatrix())
+      if (filter.empty() || d.name.find(filter) != std::string::npos)
+        matrix.push_back(d);
+  }
+
+  RunStats stats = runMatrix(backend, matrix, options, std::cout);
+  std::cout << "host suite: " << stats.summary() << " (JIT "
+            << static_cast<int64_t>(backend.compileMilliseconds())
+            << " ms in all)\n";
+  for (const CaseFailure &f : stats.failures)
+    std::cout << "FAILED: " << f.description << " / " << f.caseName << ": "
+              << f.message << "\n";
+  std::cout << (stats.cases - stats.failedCases) << " passed, "
+            << stats.failedCases << " failed\n";
+  return stats.ok() && stats.cases > 0 ? 0 : 1;
+}
