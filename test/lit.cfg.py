@@ -18,6 +18,8 @@ config.environment["FILECHECK_OPTS"] = (
     "-enable-var-scope --allow-unused-prefixes=false")
 
 llvm_config.use_default_substitutions()
+# FileCheck, not and count live in LLVM's tool directory, not on PATH.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.kvgen_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["kvgen", "kvgen-opt"], tool_dirs)
 

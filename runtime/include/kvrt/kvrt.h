@@ -38,6 +38,9 @@ typedef enum kvrt_status {
 /* The message of the calling thread's last failed call ("" if none). */
 const char *kvrt_last_error(void);
 
+/* The name of a status code, e.g. "KVRT_ERROR_INVALID_BUNDLE". */
+const char *kvrt_status_name(kvrt_status status);
+
 /* An opaque stream: a CUstream (or cudaStream_t, the same handle); NULL is
  * the legacy default stream. Ignored for host (kDLCPU) launches. */
 typedef void *kvrt_stream;
@@ -55,11 +58,18 @@ void kvrt_bundle_destroy(kvrt_bundle *bundle);
 size_t kvrt_bundle_num_kernels(const kvrt_bundle *bundle);
 const char *kvrt_bundle_kernel_name(const kvrt_bundle *bundle, size_t index);
 
+/* The manifest's kind ("append", "slot_mapping", "fused_append") and variant
+ * ("vector", "scalar") of kernel `index`; NULL if out of range. A binding
+ * uses them to find the descriptions a bundle offers. */
+const char *kvrt_bundle_kernel_kind(const kvrt_bundle *bundle, size_t index);
+const char *kvrt_bundle_kernel_variant(const kvrt_bundle *bundle, size_t index);
+
 /* The host target: a kernel compiled for the CPU (kvgen's host target), as its
  * packed entry point `void fn(void **params)`. Once registered, a launch whose
  * tensors all live on kDLCPU runs it synchronously through the same validation
  * and argument packing as a GPU launch. */
 typedef void (*kvrt_host_kernel)(void **params);
+/* `kernel_name` is a full kernel name (either variant); fn NULL unregisters. */
 kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
                                         const char *kernel_name,
                                         kvrt_host_kernel fn);

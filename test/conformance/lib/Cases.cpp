@@ -120,7 +120,8 @@ public:
     return contiguous() ? kContiguousBatch : kPagedBlocks;
   }
   int64_t uniform(int64_t lo, int64_t hi) { // inclusive
-    return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+    return lo +
+           static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
   }
 
   //===--------------------------------------------------------------------===//
@@ -356,8 +357,7 @@ public:
     SourceSet source;
     CacheSet caches;
     TableTensors tables;
-    if (!source.create(backend, desc, t.numTokens, spec.source, rng,
-                       failure) ||
+    if (!source.create(backend, desc, t.numTokens, spec.source, rng, failure) ||
         !caches.create(backend, desc, kPagedBlocks, CacheStorage::Compact,
                        rng(), failure) ||
         !uploadTables(t, tables, failure))
@@ -437,14 +437,13 @@ public:
         ++r;
       char line[200];
       if (r < t.numReqs)
-        std::snprintf(line, sizeof(line),
-                      "\n    token %" PRId64 " (request %" PRId64
-                      ", position %" PRId64 "): expected %" PRId64
-                      ", got %" PRId64,
-                      i, r,
-                      static_cast<int64_t>(t.contextLens[r]) + i -
-                          t.queryStartLoc[r],
-                      want[i], actual[i]);
+        std::snprintf(
+            line, sizeof(line),
+            "\n    token %" PRId64 " (request %" PRId64 ", position %" PRId64
+            "): expected %" PRId64 ", got %" PRId64,
+            i, r,
+            static_cast<int64_t>(t.contextLens[r]) + i - t.queryStartLoc[r],
+            want[i], actual[i]);
       else
         std::snprintf(line, sizeof(line),
                       "\n    token %" PRId64 " (padding): expected %" PRId64
@@ -454,8 +453,8 @@ public:
     }
     if (differing == 0)
       return true;
-    failure = std::to_string(differing) + " of " +
-              std::to_string(t.numTokens) + " slots differ; first:" + details;
+    failure = std::to_string(differing) + " of " + std::to_string(t.numTokens) +
+              " slots differ; first:" + details;
     return false;
   }
 };
@@ -465,12 +464,13 @@ using Spec = CaseEnv::AppendSpec;
 void addBothVariants(std::vector<CaseDef> &cases, const std::string &name,
                      std::function<Spec(CaseEnv &)> make) {
   for (kvrt_variant variant : {KVRT_VARIANT_AUTO, KVRT_VARIANT_SCALAR}) {
-    cases.push_back({name + (variant == KVRT_VARIANT_AUTO ? "/auto" : "/scalar"),
-                     [make, variant](CaseEnv &env, std::string &failure) {
-                       Spec spec = make(env);
-                       spec.variant = variant;
-                       return env.runAppend(spec, failure);
-                     }});
+    cases.push_back(
+        {name + (variant == KVRT_VARIANT_AUTO ? "/auto" : "/scalar"),
+         [make, variant](CaseEnv &env, std::string &failure) {
+           Spec spec = make(env);
+           spec.variant = variant;
+           return env.runAppend(spec, failure);
+         }});
   }
 }
 
@@ -508,8 +508,8 @@ std::vector<CaseDef> appendCases(const Description &desc) {
     BlockPool pool(env.numBlocks(), env.rng);
     std::vector<int64_t> real = env.decodeSlots(5, pool);
     Spec spec;
-    spec.slots = {real[0], -1, real[1], real[2], -5, real[3], real[4],
-                  -1,      -1, -1,      -1,      -1};
+    spec.slots = {real[0], -1, real[1], real[2], -5, real[3],
+                  real[4], -1, -1,      -1,      -1, -1};
     spec.source = SourceStorage::KvInterleavedTruncated;
     spec.storedTokens = 7;
     return spec;
@@ -519,9 +519,13 @@ std::vector<CaseDef> appendCases(const Description &desc) {
     std::vector<int64_t> real = env.decodeSlots(4, pool);
     int64_t end = env.numBlocks() * env.desc.blockSize;
     Spec spec;
-    spec.slots = {end,         real[0], end + 3 * env.desc.blockSize + 1,
-                  real[1],     int64_t(1) << 40,
-                  real[2],     std::numeric_limits<int64_t>::max(),
+    spec.slots = {end,
+                  real[0],
+                  end + 3 * env.desc.blockSize + 1,
+                  real[1],
+                  int64_t(1) << 40,
+                  real[2],
+                  std::numeric_limits<int64_t>::max(),
                   real[3]};
     return spec;
   });
@@ -563,14 +567,13 @@ std::vector<CaseDef> appendCases(const Description &desc) {
     spec.source = SourceStorage::Permuted;
     return spec;
   });
-  if (desc.layout != Layout::DualStacked) {
-    addAppend(cases, "cache_views/auto", [](CaseEnv &env) {
-      Spec spec;
-      spec.slots = env.mixedSlots();
-      spec.cache = CacheStorage::Interleaved;
-      return spec;
-    });
-  }
+  // Caches as views with a block stride larger than the block.
+  addAppend(cases, "strided_cache/auto", [](CaseEnv &env) {
+    Spec spec;
+    spec.slots = env.mixedSlots();
+    spec.cache = CacheStorage::BlockStrided;
+    return spec;
+  });
   addAppend(cases, "twice_equals_once/auto", [](CaseEnv &env) {
     Spec spec;
     spec.slots = env.mixedSlots();
@@ -651,8 +654,7 @@ void addSlots(std::vector<CaseDef> &cases, const std::string &name,
 std::vector<CaseDef> slotMappingCases() {
   std::vector<CaseDef> cases;
   addSlots(cases, "decode", [](CaseEnv &env) { return env.decodeTables(9); });
-  addSlots(cases, "prefill",
-           [](CaseEnv &env) { return env.prefillTables(); });
+  addSlots(cases, "prefill", [](CaseEnv &env) { return env.prefillTables(); });
   addSlots(cases, "padding_overflow",
            [](CaseEnv &env) { return env.overflowTables(); });
   // A view into a wider table: rows further apart than max_blocks_per_req.
@@ -722,8 +724,7 @@ RunStats runDescription(Backend &backend, const Description &desc,
   };
 
   kvrt_bundle *bundle = backend.bundleFor(desc);
-  std::string missing =
-      bundle ? missingKernels(bundle, desc) : std::string();
+  std::string missing = bundle ? missingKernels(bundle, desc) : std::string();
   if (!bundle || !missing.empty()) {
     // Every case counts as failed: a description that does not compile has
     // passed none of them.
@@ -738,9 +739,8 @@ RunStats runDescription(Backend &backend, const Description &desc,
 
   for (const CaseDef &c : cases) {
     ++stats.cases;
-    uint64_t seed = hashString(hashString(options.seed ^ 0xcbf29ce484222325ull,
-                                          desc.name),
-                               c.name);
+    uint64_t seed = hashString(
+        hashString(options.seed ^ 0xcbf29ce484222325ull, desc.name), c.name);
     CaseEnv env(backend, desc, bundle, seed, stats, options.maxMismatchesShown);
     std::string failure;
     int64_t before = stats.bytesCompared;

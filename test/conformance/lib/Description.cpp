@@ -84,8 +84,8 @@ std::string Description::cacheType() const {
 }
 
 std::string Description::toMlir() const {
-  std::string op = std::string("kv.") + kindName(kind) + " @" + name + " : " +
-                   cacheType();
+  std::string op =
+      std::string("kv.") + kindName(kind) + " @" + name + " : " + cacheType();
   if (kind != Kind::SlotMapping)
     op += std::string(" from ") + dtypeName(sourceDtype);
   return op;
@@ -126,9 +126,9 @@ struct DTypePair {
 // 16-bit cache, a 16-bit model into an fp32 cache). f16 <-> bf16 is refused
 // by the dialect, so it is not here.
 const DTypePair kAppendPairs[] = {
-    {DType::F32, DType::F32},  {DType::F16, DType::F16},
+    {DType::F32, DType::F32},   {DType::F16, DType::F16},
     {DType::BF16, DType::BF16}, {DType::F32, DType::BF16},
-    {DType::BF16, DType::F32}, {DType::F32, DType::F16},
+    {DType::BF16, DType::F32},  {DType::F32, DType::F16},
     {DType::F16, DType::F32},
 };
 
@@ -153,9 +153,8 @@ const Layout kLayouts[] = {Layout::Contiguous, Layout::PagedNHD,
 const Layout kPagedLayouts[] = {Layout::PagedNHD, Layout::PagedHND,
                                 Layout::VllmVectorized, Layout::DualStacked};
 
-std::string makeName(Kind kind, Layout layout, int64_t blockSize,
-                     int64_t heads, int64_t headDim, DType source,
-                     DType cache) {
+std::string makeName(Kind kind, Layout layout, int64_t blockSize, int64_t heads,
+                     int64_t headDim, DType source, DType cache) {
   std::ostringstream os;
   os << kindName(kind) << "_" << layoutName(layout)
      << (layout == Layout::Contiguous ? "_msl" : "_bs") << blockSize << "_h"
@@ -233,11 +232,13 @@ std::vector<Description> conformanceMatrix() {
   matrix.push_back(make(Kind::Append, Layout::PagedNHD, 16, 8, 128, DType::BF16,
                         DType::BF16, "gpu_append_paged_nhd"));
   matrix.push_back(make(Kind::Append, Layout::VllmVectorized, 16, 8, 128,
-                        DType::BF16, DType::BF16, "gpu_append_vllm_vectorized"));
+                        DType::BF16, DType::BF16,
+                        "gpu_append_vllm_vectorized"));
   matrix.push_back(make(Kind::Append, Layout::Contiguous, 512, 8, 128,
                         DType::BF16, DType::BF16, "gpu_append_contiguous"));
   matrix.push_back(make(Kind::FusedAppend, Layout::PagedNHD, 16, 8, 128,
-                        DType::BF16, DType::BF16, "gpu_fused_append_paged_nhd"));
+                        DType::BF16, DType::BF16,
+                        "gpu_fused_append_paged_nhd"));
   return matrix;
 }
 
@@ -267,8 +268,8 @@ std::vector<Description> reducedMatrix() {
   return reduced;
 }
 
-std::optional<Description> findDescription(const std::vector<Description> &matrix,
-                                           std::string_view name) {
+std::optional<Description>
+findDescription(const std::vector<Description> &matrix, std::string_view name) {
   for (const Description &desc : matrix)
     if (desc.name == name)
       return desc;

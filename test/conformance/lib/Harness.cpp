@@ -23,8 +23,18 @@ DeviceBuffer::DeviceBuffer(Backend &backend, size_t bytes)
   pointer = backend.allocate(std::max(bytes, kMinAllocation));
 }
 
+DeviceBuffer DeviceBuffer::fenced(Backend &backend, size_t bytes) {
+  DeviceBuffer buffer;
+  buffer.backend = &backend;
+  buffer.bytes = bytes;
+  buffer.isFenced = true;
+  buffer.pointer = backend.allocateFenced(bytes);
+  return buffer;
+}
+
 DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
-    : backend(other.backend), pointer(other.pointer), bytes(other.bytes) {
+    : backend(other.backend), pointer(other.pointer), bytes(other.bytes),
+      isFenced(other.isFenced) {
   other.pointer = nullptr;
   other.bytes = 0;
 }
@@ -35,6 +45,7 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
     backend = other.backend;
     pointer = other.pointer;
     bytes = other.bytes;
+    isFenced = other.isFenced;
     other.pointer = nullptr;
     other.bytes = 0;
   }
@@ -44,8 +55,12 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
 DeviceBuffer::~DeviceBuffer() { release(); }
 
 void DeviceBuffer::release() {
-  if (pointer)
-    backend->deallocate(pointer);
+  if (pointer) {
+    if (isFenced)
+      backend->deallocateFenced(pointer);
+    else
+      backend->deallocate(pointer);
+  }
   pointer = nullptr;
 }
 
@@ -150,6 +165,8 @@ static uint32_t roundingProbe32(DType cache, std::mt19937_64 &rng) {
         mantissa |= 0x700000; // >= 61440, around 65504 / 65520
     } else {
       exponent = 254;
+      if (rng() & 1)
+        mantissa |= 0x7f0000; // within 2^-7 of FLT_MAX: half round to inf
     }
     break;
   default:
@@ -225,6 +242,7 @@ bool SourceSet::create(Backend &backend, const Description &desc,
   this->backend = &backend;
   this->desc = desc;
   tokens = numTokens;
+  device = DeviceBuffer();
   const int64_t t = numTokens, h = desc.numKvHeads, d = desc.headDim;
   const int64_t elem = static_cast<int64_t>(dtypeBytes(desc.sourceDtype));
   // Query heads of the fused projection: GQA with 4 query heads per kv head,
@@ -253,7 +271,7 @@ bool SourceSet::create(Backend &backend, const Description &desc,
     keyOffset = 0;
     keyStrides = {d, t * d, 1}; // stored [H, T, D]
     valueOffset = roundUp(t * h * d, aligned);
-    valueStrides = {d * h, 1, d}; // stored [T, D, H]
+    valueStrides = {d * h, 1, h}; // stored [T, D, H]
     storageElems = valueOffset + t * h * d;
     break;
   case SourceStorage::KvInterleavedTruncated: {
@@ -261,13 +279,23 @@ bool SourceSet::create(Backend &backend, const Description &desc,
     keyOffset = 0;
     valueOffset = h * d;
     keyStrides = valueStrides = {2 * h * d, d, 1};
-    storageElems = rows * 2 * h * d;
+    // Rows of 2 * H * D elements of >= 2 bytes with D a multiple of 64 are
+    // whole multiples of 256 bytes, as fenced memory wants.
+    size_t bytes = static_cast<size_t>(rows * 2 * h * d * elem);
+    if (rows > 0 && bytes % 256 == 0)
+      device = DeviceBuffer::fenced(backend, bytes);
+    // Without a fence, rows past the storage would just be whatever memory
+    // follows (another tensor, which kvrt rightly refuses as aliasing):
+    // back them all.
+    fencedRows = device.valid();
+    storageElems = (fencedRows ? rows : t) * 2 * h * d;
     break;
   }
   }
 
   host.assign(static_cast<size_t>(storageElems * elem), 0);
-  device = DeviceBuffer(backend, host.size());
+  if (!device.valid())
+    device = DeviceBuffer(backend, host.size());
   if (!device.valid()) {
     error = "allocating " + std::to_string(host.size()) +
             " bytes of K/V failed: " + backend.lastError();
@@ -277,8 +305,8 @@ bool SourceSet::create(Backend &backend, const Description &desc,
   DLDataType type = toDLDataType(desc.sourceDtype);
   // K reaches its first element through byte_offset, V through its data
   // pointer: DLPack allows both and producers use both.
-  keyArg = TensorArg(device.get(), static_cast<uint64_t>(keyOffset * elem),
-                     dev, type, {t, h, d}, keyStrides);
+  keyArg = TensorArg(device.get(), static_cast<uint64_t>(keyOffset * elem), dev,
+                     type, {t, h, d}, keyStrides);
   valueArg = TensorArg(device.get() + valueOffset * elem, 0, dev, type,
                        {t, h, d}, valueStrides);
   return refill(rng, error);
@@ -350,11 +378,14 @@ bool CacheSet::create(Backend &backend, const Description &desc,
   valueStrides = TensorView::compactStrides(valueShape);
   if (stacked) {
     valueOffset = 0;
-    cacheElems = numBlocks * blockElems;
-  } else if (storage == CacheStorage::Interleaved) {
-    valueOffset = blockElems;
+    bool strided = storage == CacheStorage::BlockStrided;
+    if (strided)
+      keyStrides[0] = 2 * blockElems;
+    cacheElems = (strided ? 2 : 1) * numBlocks * blockElems;
+  } else if (storage == CacheStorage::BlockStrided) {
+    valueOffset = roundUp(2 * numBlocks * blockElems, 256 / elem);
     keyStrides[0] = valueStrides[0] = 2 * blockElems;
-    cacheElems = 2 * numBlocks * blockElems;
+    cacheElems = valueOffset + 2 * numBlocks * blockElems;
   } else {
     valueOffset = roundUp(numBlocks * blockElems, 256 / elem);
     cacheElems = valueOffset + numBlocks * blockElems;
@@ -375,8 +406,8 @@ bool CacheSet::create(Backend &backend, const Description &desc,
   if (stacked)
     valueArg = TensorArg();
   else
-    valueArg = TensorArg(device.get() + guardBytes + valueOffset * elem, 0,
-                         dev, type, valueShape, valueStrides);
+    valueArg = TensorArg(device.get() + guardBytes + valueOffset * elem, 0, dev,
+                         type, valueShape, valueStrides);
   return reset(error);
 }
 
@@ -395,7 +426,8 @@ TensorView CacheSet::hostView(CacheSide side, unsigned char *base) const {
   bool key = side == CacheSide::Key || desc.layout == Layout::DualStacked;
   view.data = base + guardBytes + (key ? keyOffset : valueOffset) * elem;
   view.dtype = desc.cacheDtype;
-  view.shape = cacheShape(desc, key ? CacheSide::Key : CacheSide::Value, blocks);
+  view.shape =
+      cacheShape(desc, key ? CacheSide::Key : CacheSide::Value, blocks);
   view.strides = key ? keyStrides : valueStrides;
   return view;
 }
@@ -462,7 +494,7 @@ std::string CacheSet::describeByte(size_t byte) const {
                   c.pos, c.d);
     return text;
   }
-  return "padding between the caches";
+  return "padding (between the caches, or in a strided cache's gaps)";
 }
 
 bool CacheSet::check(std::string &report, int maxShown) {

@@ -179,8 +179,7 @@ uint32_t convertElement(uint32_t bits, DType from, DType to) {
 
 void appendReference(const Description &desc, const TensorView &key,
                      const TensorView &value, const int64_t *slotMapping,
-                     const TensorView &keyCache,
-                     const TensorView &valueCache) {
+                     const TensorView &keyCache, const TensorView &valueCache) {
   if (key.rank() != 3 || value.rank() != 3)
     suiteBug("key/value must be [num_tokens, H, D]");
   int64_t numTokens = key.shape[0];
@@ -224,8 +223,8 @@ std::vector<int64_t> slotMappingReference(int64_t blockSize,
         continue;
       // The new token goes at context_len: positions count the tokens
       // already in the cache, so this step's first token is not "-1".
-      int64_t pos = static_cast<int64_t>(in.contextLens[r]) + t -
-                    in.queryStartLoc[r];
+      int64_t pos =
+          static_cast<int64_t>(in.contextLens[r]) + t - in.queryStartLoc[r];
       int64_t column = pos / blockSize;
       if (column >= in.maxBlocksPerReq)
         break;

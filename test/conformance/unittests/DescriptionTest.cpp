@@ -1,7 +1,7 @@
 //===- DescriptionTest.cpp - kv IR text and the matrix's coverage ---------===//
 
-#include "conformance/Conformance.h"
 #include "conformance/Description.h"
+#include "conformance/Conformance.h"
 
 #include <gtest/gtest.h>
 
@@ -44,11 +44,11 @@ TEST(DescriptionTest, FusedAppendText) {
 }
 
 TEST(DescriptionTest, SlotMappingTextHasNoSourceType) {
-  EXPECT_EQ(make(Kind::SlotMapping, Layout::DualStacked, 64, DType::F32,
-                 DType::BF16)
-                .toMlir(),
-            "kv.slot_mapping @kv_op : !kv.cache<layout = dual_stacked, "
-            "block_size = 64, num_kv_heads = 8, head_dim = 128, dtype = bf16>");
+  EXPECT_EQ(
+      make(Kind::SlotMapping, Layout::DualStacked, 64, DType::F32, DType::BF16)
+          .toMlir(),
+      "kv.slot_mapping @kv_op : !kv.cache<layout = dual_stacked, "
+      "block_size = 64, num_kv_heads = 8, head_dim = 128, dtype = bf16>");
 }
 
 TEST(DescriptionTest, ContiguousUsesMaxSeqLen) {
@@ -161,8 +161,8 @@ TEST(DescriptionTest, MatrixHasSlotMappingAndFusedForPagedLayouts) {
 
 TEST(DescriptionTest, MatrixHasNoSixteenBitToSixteenBitCasts) {
   for (const Description &d : conformanceMatrix())
-    EXPECT_FALSE(d.sourceDtype != d.cacheDtype &&
-                 d.sourceDtype != DType::F32 && d.cacheDtype != DType::F32)
+    EXPECT_FALSE(d.sourceDtype != d.cacheDtype && d.sourceDtype != DType::F32 &&
+                 d.cacheDtype != DType::F32)
         << d.name;
 }
 
@@ -209,18 +209,10 @@ TEST(DescriptionTest, CaseListsPerKind) {
         "padding/auto", "out_of_range/scalar", "fused_qkv/vector",
         "fused_qkv_odd_stride/scalar", "fused_qkv_odd_stride/auto",
         "fused_qkv_odd_stride/vector_refused", "permuted_source/auto",
-        "cache_views/auto", "twice_equals_once/auto", "empty/auto"})
-    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end())
-        << name;
-  // dual_stacked is interleaved by definition: no separate cache-view case.
-  Description stacked =
-      make(Kind::Append, Layout::DualStacked, 16, DType::BF16, DType::BF16);
-  std::vector<std::string> stackedNames = caseNames(stacked);
-  EXPECT_EQ(std::count(stackedNames.begin(), stackedNames.end(),
-                       "cache_views/auto"),
-            0);
-  EXPECT_EQ(caseNames(make(Kind::SlotMapping, Layout::PagedNHD, 16,
-                           DType::BF16, DType::BF16)),
+        "strided_cache/auto", "twice_equals_once/auto", "empty/auto"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  EXPECT_EQ(caseNames(make(Kind::SlotMapping, Layout::PagedNHD, 16, DType::BF16,
+                           DType::BF16)),
             (std::vector<std::string>{"decode", "prefill", "padding_overflow",
                                       "strided_table", "empty"}));
   EXPECT_FALSE(caseNames(make(Kind::FusedAppend, Layout::PagedHND, 16,

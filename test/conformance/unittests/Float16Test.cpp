@@ -175,9 +175,9 @@ uint16_t nearestBfloat16(float f) {
   double lo = static_cast<double>(bitsToFloat(below));
   // The candidate above; past the largest finite bf16 it is 2^128, which
   // stands for infinity in the rounding decision.
-  double hi = below == 0x7f7f0000u ? std::ldexp(1.0, 128)
-                                   : static_cast<double>(
-                                         bitsToFloat(below + 0x10000u));
+  double hi = below == 0x7f7f0000u
+                  ? std::ldexp(1.0, 128)
+                  : static_cast<double>(bitsToFloat(below + 0x10000u));
   uint32_t pick;
   if (x - lo < hi - x)
     pick = below;
@@ -213,10 +213,12 @@ TEST(Float16Test, WideningThenNarrowingIsIdentity) {
     uint16_t bits = static_cast<uint16_t>(h);
     bool halfNaN = (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff) != 0;
     bool bfNaN = (bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0;
-    if (!halfNaN)
+    if (!halfNaN) {
       ASSERT_EQ(floatToHalf(halfToFloat(bits)), bits) << std::hex << h;
-    if (!bfNaN)
+    }
+    if (!bfNaN) {
       ASSERT_EQ(floatToBfloat16(bfloat16ToFloat(bits)), bits) << std::hex << h;
+    }
   }
 }
 

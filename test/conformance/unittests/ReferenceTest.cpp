@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "conformance/Float16.h"
 #include "conformance/Reference.h"
+#include "conformance/Float16.h"
 
 #include <gtest/gtest.h>
 
@@ -77,11 +77,10 @@ void expectExactly(const std::vector<uint32_t> &cache,
   for (size_t i = 0; i < cache.size(); ++i) {
     auto it = written.find(static_cast<int64_t>(i));
     if (it == written.end())
-      ASSERT_EQ(cache[i], kPoison) << what << " element " << i
-                                   << " was written";
+      ASSERT_EQ(cache[i], kPoison)
+          << what << " element " << i << " was written";
     else
-      ASSERT_EQ(bitsToFloat(cache[i]), it->second)
-          << what << " element " << i;
+      ASSERT_EQ(bitsToFloat(cache[i]), it->second) << what << " element " << i;
   }
 }
 
@@ -100,8 +99,8 @@ TEST(ReferenceTest, ContiguousOffsets) {
   std::map<int64_t, float> key, value;
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t d = 0; d < 8; ++d) {
-      key[64 + 32 * h + 16 + d] = 10.0f * h + d + 1;            // b1 p2
-      key[128 + 32 * h + 24 + d] = 100 + 10.0f * h + d + 1;     // b2 p3
+      key[64 + 32 * h + 16 + d] = 10.0f * h + d + 1;        // b1 p2
+      key[128 + 32 * h + 24 + d] = 100 + 10.0f * h + d + 1; // b2 p3
       value[64 + 32 * h + 16 + d] = 1000 + 10.0f * h + d + 1;
       value[128 + 32 * h + 24 + d] = 1100 + 10.0f * h + d + 1;
     }

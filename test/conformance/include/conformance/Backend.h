@@ -1,4 +1,4 @@
-//===- Backend.h - Where the conformance cases run ---------------*- C++ -*-===//
+//===- Backend.h - Where the conformance cases run --------------*- C++ -*-===//
 //
 // The cases only need memory, copies, a stream and a bundle that holds the
 // description's kernels; everything else goes through kvrt exactly as an
@@ -35,6 +35,19 @@ public:
   /// nullptr on failure. `bytes` may be 0 (return a valid pointer anyway).
   virtual void *allocate(size_t bytes) = 0;
   virtual void deallocate(void *pointer) = 0;
+
+  /// `bytes` (a multiple of 256) of device memory that end exactly where an
+  /// inaccessible address range begins, so a kernel that reads past the end
+  /// faults (or is reported by compute-sanitizer) instead of reading some
+  /// neighbour. The padding case puts K/V rows that must never be read
+  /// there. nullptr where the Backend cannot (the default): the case then
+  /// backs every row with memory and that one check is lost. Freed with
+  /// deallocateFenced().
+  virtual void *allocateFenced(size_t bytes) {
+    (void)bytes;
+    return nullptr;
+  }
+  virtual void deallocateFenced(void *pointer) { (void)pointer; }
 
   /// Synchronous with respect to the host: when a copy returns, the data is
   /// there. Copies do not wait for work queued on stream(): the runner calls

@@ -1,4 +1,4 @@
-//===- Conformance.h - The conformance cases, for any Backend ----*- C++ -*-===//
+//===- Conformance.h - The conformance cases, for any Backend ---*- C++ -*-===//
 //
 // The entry points the host and GPU suites call. Each description runs a
 // fixed list of cases (decode, prefill, mixed batches, padding, out-of-range

@@ -1,4 +1,4 @@
-//===- Description.h - Cache descriptions and the conformance matrix -*- C++ -*-//
+//===- Description.h - Cache descriptions, the matrix -----------*- C++ -*-===//
 //
 // A Description is one kv op (append, slot_mapping or fused_append) on one
 // cache type, in the words of the kv dialect. The matrix is the list every
@@ -29,7 +29,13 @@ size_t dtypeBytes(DType type);
 const char *dtypeName(DType type);
 DLDataType toDLDataType(DType type);
 
-enum class Layout { Contiguous, PagedNHD, PagedHND, VllmVectorized, DualStacked };
+enum class Layout {
+  Contiguous,
+  PagedNHD,
+  PagedHND,
+  VllmVectorized,
+  DualStacked
+};
 
 /// The dialect's spelling: contiguous, paged_nhd, ...
 const char *layoutName(Layout layout);
@@ -54,7 +60,9 @@ struct Description {
   DType cacheDtype = DType::BF16;
 
   /// vllm_vectorized: elements of the cache dtype in 16 bytes.
-  int64_t x() const { return 16 / static_cast<int64_t>(dtypeBytes(cacheDtype)); }
+  int64_t x() const {
+    return 16 / static_cast<int64_t>(dtypeBytes(cacheDtype));
+  }
 
   /// `!kv.cache<...>`.
   std::string cacheType() const;
@@ -86,8 +94,8 @@ std::vector<Description> conformanceMatrix();
 std::vector<Description> reducedMatrix();
 
 /// The description named `name` in `matrix`, if any.
-std::optional<Description> findDescription(const std::vector<Description> &matrix,
-                                           std::string_view name);
+std::optional<Description>
+findDescription(const std::vector<Description> &matrix, std::string_view name);
 
 } // namespace kvgen::conformance
 

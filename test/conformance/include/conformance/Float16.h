@@ -1,4 +1,4 @@
-//===- Float16.h - Bit-exact fp16/bf16 <-> fp32 conversions ------*- C++ -*-===//
+//===- Float16.h - Bit-exact fp16/bf16 <-> fp32 conversions -----*- C++ -*-===//
 //
 // The reference's own conversions. They are written out bit by bit, not taken
 // from the compiler or the CUDA headers, so that the reference does not share

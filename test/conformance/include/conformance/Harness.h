@@ -1,4 +1,4 @@
-//===- Harness.h - Buffers, tensors and byte-exact checks --------*- C++ -*-===//
+//===- Harness.h - Buffers, tensors and byte-exact checks -------*- C++ -*-===//
 //
 // The pieces the cases are made of, public so that device-specific tests
 // (CUDA graphs, caches past 2^32 elements) build on the same ones: device
@@ -27,6 +27,8 @@ class DeviceBuffer {
 public:
   DeviceBuffer() = default;
   DeviceBuffer(Backend &backend, size_t bytes);
+  /// Backend::allocateFenced(); invalid() where the Backend cannot.
+  static DeviceBuffer fenced(Backend &backend, size_t bytes);
   DeviceBuffer(DeviceBuffer &&other) noexcept;
   DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
   DeviceBuffer(const DeviceBuffer &) = delete;
@@ -43,6 +45,7 @@ private:
   Backend *backend = nullptr;
   void *pointer = nullptr;
   size_t bytes = 0;
+  bool isFenced = false;
 };
 
 /// A DLTensor that owns the shape and strides it points at. Unset, get() is
@@ -92,10 +95,11 @@ enum class SourceStorage {
   /// K stored [H, num_tokens, D] and V stored [num_tokens, D, H] (a head
   /// stride larger than the token stride; a dim stride other than 1).
   Permuted,
-  /// K and V interleaved per token ([rows, 2, H, D], a fused KV projection)
-  /// where the storage holds only the first `storedTokens` rows: the
-  /// padding tokens' rows lie past the end of the allocation, so a kernel
-  /// that reads a padding token's K/V is caught by compute-sanitizer.
+  /// K and V interleaved per token ([rows, 2, H, D], a fused KV projection).
+  /// Where the Backend has fenced memory, the storage holds only the first
+  /// `storedTokens` rows and ends at the fence: the rows of the padding
+  /// tokens after them are not memory at all, so a kernel that reads a
+  /// padding token's K/V faults. Elsewhere every row is backed.
   KvInterleavedTruncated,
 };
 
@@ -118,11 +122,15 @@ public:
   TensorView hostValue() const;
   const DLTensor *key() const { return keyArg.get(); }
   const DLTensor *value() const { return valueArg.get(); }
+  /// KvInterleavedTruncated on a Backend with fenced memory: the rows past
+  /// `storedTokens` are not memory.
+  bool rowsFenced() const { return fencedRows; }
 
 private:
   Backend *backend = nullptr;
   Description desc;
   int64_t tokens = 0;
+  bool fencedRows = false;
   std::vector<unsigned char> host;
   DeviceBuffer device;
   int64_t keyOffset = 0, valueOffset = 0; // elements
@@ -134,9 +142,13 @@ private:
 enum class CacheStorage {
   /// Each cache compact in its own region (dual_stacked: the one tensor).
   Compact,
-  /// K and V as the halves of one [num_blocks, 2, ...] allocation (FlashInfer
-  /// style): views whose block stride is twice the block.
-  Interleaved,
+  /// Each cache (dual_stacked: the kv tensor) a view [:, 0] of its own
+  /// [num_blocks, 2, ...] region: a
+  /// block stride of twice the block, with the other half of every stride
+  /// poison that must stay untouched. (Not K and V as the two halves of one
+  /// region, FlashInfer-style: kvrt refuses those as overlapping, since its
+  /// alias check compares byte ranges.)
+  BlockStrided,
 };
 
 /// The caches of one case: one poisoned storage buffer with guard bytes
@@ -189,9 +201,8 @@ bool uploadVector(Backend &backend, const std::vector<T> &values,
     error = "allocation failed: " + backend.lastError();
     return false;
   }
-  if (!values.empty() &&
-      !backend.copyToDevice(buffer.get(), values.data(),
-                            values.size() * sizeof(T))) {
+  if (!values.empty() && !backend.copyToDevice(buffer.get(), values.data(),
+                                               values.size() * sizeof(T))) {
     error = "copy to device failed: " + backend.lastError();
     return false;
   }

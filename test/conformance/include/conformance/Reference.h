@@ -1,4 +1,4 @@
-//===- Reference.h - The plain C++ reference of every kv op ------*- C++ -*-===//
+//===- Reference.h - The plain C++ reference of every kv op -----*- C++ -*-===//
 //
 // What the kernels must compute, written the obvious way: a cache element is
 // found by its multi-dimensional index in the cache tensor's own shape (for

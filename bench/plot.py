@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Plots kvbench's JSON: us and fraction of the copy ceiling against tokens.
+
+    python3 bench/plot.py OUT/kvbench-bench_paged_nhd.json [more.json ...]
+        [--summary OUT/kvbench-summary.png]
+
+Writes one PNG next to each JSON (same name, .png): decode (us per call in a
+CUDA graph of 100 calls) and prefill (cold device time), the generated kernel
+beside the hand-written reference, with the targets of PERF-TARGETS.md drawn
+in. With several JSONs it also writes a summary of every layout's generated
+kernel (--summary, default kvbench-summary.png beside the first JSON).
+Runs on the GPU machine: matplotlib only, no display.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on the GPU machine
+import matplotlib.pyplot as plt  # noqa: E402
+
+# PERF-TARGETS.md: the decode and prefill targets, and the best peer
+# measured there (another run's absolute times, drawn for orientation only).
+DECODE_TARGET_US = {1: 1.1, 8: 1.1, 32: 1.1, 512: 2.8}
+PREFILL_TARGET_FRACTION = {4096: 0.75, 16384: 0.95, 65536: 0.95}
+BEST_PEER_DECODE_US = {1: 1.26, 32: 1.36, 128: 1.82, 512: 3.13}
+BEST_PEER_PREFILL_US = {1024: 6.58, 4096: 12.1, 16384: 35.7, 65536: 135}
+
+
+def number(value):
+    """JSON null (a NaN kvbench could not measure) -> nan."""
+    return float("nan") if value is None else float(value)
+
+
+def series(doc, impl, phase):
+    rows = sorted(
+        (r for r in doc["rows"] if r["impl"] == impl and r["phase"] == phase),
+        key=lambda r: r["tokens"],
+    )
+    tokens = [r["tokens"] for r in rows]
+    us = [number(r["headline_us"]) for r in rows]
+    fraction = [number(r["fraction_of_copy"]) for r in rows]
+    return tokens, us, fraction
+
+
+def title_of(doc):
+    d = doc["description"]
+    ceiling = number(doc.get("ceilings", {}).get("copy_GBps"))
+    return "%s: %s, %s %s, %dx%d %s (copy ceiling %.0f GB/s, %s)%s" % (
+        doc["tag"],
+        d["layout"],
+        "max_seq_len" if d["layout"] == "contiguous" else "block",
+        d["block_size_or_max_seq_len"],
+        d["num_kv_heads"],
+        d["head_dim"],
+        d["dtype"],
+        ceiling,
+        doc["device"]["name"],
+        "  [QUICK: smoke test]" if doc.get("quick") else "",
+    )
+
+
+def plot_one(doc, path):
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    impls = [i for i in ("generated", "reference")
+             if any(r["impl"] == i for r in doc["rows"])]
+    styles = {"generated": dict(marker="o", color="C0"),
+              "reference": dict(marker="s", color="C1", linestyle="--")}
+    for col, phase in enumerate(("decode", "prefill")):
+        ax_us, ax_frac = axes[0][col], axes[1][col]
+        for impl in impls:
+            tokens, us, fraction = series(doc, impl, phase)
+            label = impl if impl == "generated" else "hand-written reference"
+            ax_us.plot(tokens, us, label=label, **styles[impl])
+            ax_frac.plot(tokens, fraction, label=label, **styles[impl])
+        if phase == "decode":
+            node = number(doc.get("launch", {}).get("empty_graph_node_us"))
+            if not math.isnan(node):
+                ax_us.axhline(node, color="grey", linestyle=":",
+                              label="empty kernel, graph node")
+            ax_us.plot(list(DECODE_TARGET_US), list(DECODE_TARGET_US.values()),
+                       "v", color="green", label="target (max)")
+            ax_us.plot(list(BEST_PEER_DECODE_US),
+                       list(BEST_PEER_DECODE_US.values()), "x", color="red",
+                       label="best peer (anchor run)")
+            ax_us.set_title("decode: us per call in a CUDA graph of 100")
+        else:
+            ax_us.plot(list(BEST_PEER_PREFILL_US),
+                       list(BEST_PEER_PREFILL_US.values()), "x", color="red",
+                       label="best peer (anchor run)")
+            ax_frac.plot(list(PREFILL_TARGET_FRACTION),
+                         list(PREFILL_TARGET_FRACTION.values()), "^",
+                         color="green", label="target (min)")
+            ax_us.set_title("prefill: cold device time, L2 flushed")
+        ax_frac.axhline(1.0, color="grey", linestyle=":")
+        ax_frac.set_ylim(0, 1.1)
+        ax_frac.set_title(phase + ": fraction of the D2D copy ceiling")
+        for ax in (ax_us, ax_frac):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("tokens")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        ax_us.set_yscale("log")
+        ax_us.set_ylabel("us")
+        ax_frac.set_ylabel("fraction of copy GB/s")
+    fig.suptitle(title_of(doc), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_summary(docs, path):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for n, doc in enumerate(docs):
+        impl = ("generated" if any(r["impl"] == "generated"
+                                   for r in doc["rows"]) else "reference")
+        label = doc["description"]["layout"] + (
+            "" if impl == "generated" else " (reference only)")
+        tokens, us, _ = series(doc, impl, "decode")
+        axes[0].plot(tokens, us, marker="o", color="C%d" % n, label=label)
+        tokens, _, fraction = series(doc, impl, "prefill")
+        axes[1].plot(tokens, fraction, marker="o", color="C%d" % n,
+                     label=label)
+    axes[0].set_title("decode: us per call in a graph of 100")
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("us")
+    axes[1].set_title("prefill: fraction of the copy ceiling (cold)")
+    axes[1].set_ylim(0, 1.1)
+    axes[1].axhline(1.0, color="grey", linestyle=":")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("kvbench: every layout, generated kernels (%s)"
+                 % docs[0]["device"]["name"], fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def fmt(value, spec):
+    return "n/a" if value is None or math.isnan(value) else spec % value
+
+
+def print_summary(docs):
+    """One compact table of every run: what the end of a log must show."""
+    print("\n=== kvbench summary (decode: us/call in a graph of 100; prefill: "
+          "cold % of the copy ceiling; gen/ref: time ratio at 65536;"
+          " launch/empty: eager 1-token loop over the empty kernel's)")
+    print("%-16s %-5s %-34s %-22s %-22s %-7s %s" % (
+        "layout", "impl", "decode us  1 / 8 / 32 / 128 / 512",
+        "prefill %  1k/4k/16k/64k", "ref prefill %", "gen/ref", "launch/empty"))
+    for doc in docs:
+        impl = ("generated" if any(r["impl"] == "generated"
+                                   for r in doc["rows"]) else "reference")
+        _, decode_us, _ = series(doc, impl, "decode")
+        _, _, prefill = series(doc, impl, "prefill")
+        _, _, ref_prefill = series(doc, "reference", "prefill")
+        ratio = float("nan")
+        for c in doc.get("generated_vs_reference", []):
+            if c["phase"] == "prefill" and c["tokens"] == 65536:
+                ratio = number(c["generated_over_reference_time"])
+        launch = number(doc.get("launch", {}).get(
+            "kvrt_over_empty_eager" if impl == "generated"
+            else "reference_over_empty_eager"))
+        print("%-16s %-5s %-34s %-22s %-22s %-7s %s" % (
+            doc["description"]["layout"], impl[:5],
+            " / ".join(fmt(v, "%.2f") for v in decode_us),
+            "/".join(fmt(100 * v, "%.0f") for v in prefill),
+            "/".join(fmt(100 * v, "%.0f") for v in ref_prefill),
+            fmt(ratio, "%.3f"), fmt(launch, "%.3f")))
+        if doc.get("failures"):
+            print("   FAILURES: " + "; ".join(doc["failures"])[:300])
+    print("copy ceilings (GB/s): " + ", ".join(
+        fmt(number(d.get("ceilings", {}).get("copy_GBps")), "%.0f")
+        for d in docs))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("json", nargs="+", help="kvbench JSON files")
+    parser.add_argument("--summary", help="PNG of every layout (several JSONs)")
+    parser.add_argument("--print-summary", action="store_true",
+                        help="also print one compact table of every JSON")
+    args = parser.parse_args()
+    docs = []
+    for name in args.json:
+        try:
+            with open(name) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            print("plot.py: skipping %s: %s" % (name, e), file=sys.stderr)
+            continue
+        if not doc.get("rows"):
+            print("plot.py: skipping %s: no rows (the run stopped early)"
+                  % name, file=sys.stderr)
+            continue
+        png = os.path.splitext(name)[0] + ".png"
+        plot_one(doc, png)
+        print("plot.py: wrote " + png)
+        docs.append(doc)
+    if args.print_summary and docs:
+        print_summary(docs)
+    if len(docs) > 1:
+        summary = args.summary or os.path.join(
+            os.path.dirname(args.json[0]) or ".", "kvbench-summary.png")
+        plot_summary(docs, summary)
+        print("plot.py: wrote " + summary)
+    return 0 if docs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+//===- Api.cpp - the C ABI of kvrt
+//-----------------------------------------===//
+//
+// Thin: each entry point runs its implementation inside a catch-all, so that
+// no C++ exception crosses into a C caller, and publishes a failing status as
+// the thread's last error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvrt/kvrt.h"
+
+#include "Bundle.h"
+#include "Status.h"
+
+#include <exception>
+
+using namespace kvrt::impl;
+
+template <typename Body> static kvrt_status guarded(Body body) {
+  try {
+    return publish(body());
+  } catch (const std::exception &error) {
+    return publish(KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                              "kvrt internal error: %s", error.what()));
+  } catch (...) {
+    return publish(KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                              "kvrt internal error: unknown exception"));
+  }
+}
+
+extern "C" {
+
+const char *kvrt_last_error(void) { return lastErrorMessage(); }
+
+const char *kvrt_status_name(kvrt_status status) { return statusName(status); }
+
+kvrt_status kvrt_bundle_load_file(const char *path, kvrt_bundle **out) {
+  return guarded([&] { return loadBundleFile(path, out); });
+}
+
+kvrt_status kvrt_bundle_load_memory(const void *data, size_t size,
+                                    kvrt_bundle **out) {
+  return guarded(
+      [&] { return loadBundle(static_cast<const char *>(data), size, out); });
+}
+
+void kvrt_bundle_destroy(kvrt_bundle *bundle) {
+  try {
+    delete bundle;
+  } catch (...) {
+    // A destructor that throws has nowhere to report to; do not terminate.
+  }
+}
+
+size_t kvrt_bundle_num_kernels(const kvrt_bundle *bundle) {
+  return bundle ? bundle->manifest.kernels.size() : 0;
+}
+
+const char *kvrt_bundle_kernel_name(const kvrt_bundle *bundle, size_t index) {
+  if (!bundle || index >= bundle->manifest.kernels.size())
+    return nullptr;
+  return bundle->manifest.kernels[index].name.c_str();
+}
+
+const char *kvrt_bundle_kernel_kind(const kvrt_bundle *bundle, size_t index) {
+  if (!bundle || index >= bundle->manifest.kernels.size())
+    return nullptr;
+  return kindName(bundle->manifest.kernels[index].kind);
+}
+
+const char *kvrt_bundle_kernel_variant(const kvrt_bundle *bundle,
+                                       size_t index) {
+  if (!bundle || index >= bundle->manifest.kernels.size())
+    return nullptr;
+  return variantName(bundle->manifest.kernels[index].variant);
+}
+
+kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
+                                        const char *kernel_name,
+                                        kvrt_host_kernel fn) {
+  return guarded([&] { return setHostKernel(bundle, kernel_name, fn); });
+}
+
+kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
+                        kvrt_stream stream) {
+  return guarded([&] { return append(bundle, args, stream); });
+}
+
+kvrt_status kvrt_build_slot_mapping(kvrt_bundle *bundle,
+                                    const kvrt_slot_mapping_args *args,
+                                    kvrt_stream stream) {
+  return guarded([&] { return buildSlotMapping(bundle, args, stream); });
+}
+
+kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
+                              const kvrt_fused_append_args *args,
+                              kvrt_stream stream) {
+  return guarded([&] { return fusedAppend(bundle, args, stream); });
+}
+
+} // extern "C"

@@ -1,0 +1,265 @@
+//===- Bundle.cpp - load a bundle; plan, pick a variant, and launch -------===//
+//
+// Every launch goes the same way: find the description, plan (validate every
+// tensor), return early for zero tokens, pick the variant, pack, then run the
+// host kernel or launch on the GPU. Nothing runs unless every step passed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Bundle.h"
+
+#include "Packing.h"
+#include "Validation.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace kvrt::impl {
+
+Status loadBundle(const char *data, size_t size, kvrt_bundle **out) {
+  if (!out)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "out: is NULL");
+  *out = nullptr;
+  if (!data && size > 0)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                      "data: is NULL but size is %zu", size);
+  Manifest manifest;
+  KVRT_RETURN_IF_ERROR(parseManifest(data ? data : "", size, &manifest));
+  *out = new kvrt_bundle(std::move(manifest));
+  return Status();
+}
+
+Status loadBundleFile(const char *path, kvrt_bundle **out) {
+  if (!out)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "out: is NULL");
+  *out = nullptr;
+  if (!path)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "path: is NULL");
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return KVRT_ERROR(KVRT_ERROR_IO, "cannot open bundle '%s': %s", path,
+                      std::strerror(errno));
+  std::string contents((std::istreambuf_iterator<char>(file)),
+                       std::istreambuf_iterator<char>());
+  if (file.bad())
+    return KVRT_ERROR(KVRT_ERROR_IO, "cannot read bundle '%s': %s", path,
+                      std::strerror(errno));
+  Status status = loadBundle(contents.data(), contents.size(), out);
+  if (!status.ok())
+    return Status::error(
+        status.getCode(),
+        formatString("%s: %s", path, status.getMessage().c_str()), __FILE__,
+        __LINE__);
+  return status;
+}
+
+Status setHostKernel(kvrt_bundle *bundle, const char *kernelName,
+                     kvrt_host_kernel fn) {
+  if (!bundle)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
+  if (!kernelName)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "kernel_name: is NULL");
+  const std::vector<KernelDescription> &kernels = bundle->manifest.kernels;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (kernels[i].name == kernelName) {
+      bundle->hostKernels[i].store(fn, std::memory_order_release);
+      return Status();
+    }
+  }
+  return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                    "kernel_name: the bundle has no kernel '%s'", kernelName);
+}
+
+//===----------------------------------------------------------------------===//
+// Launch steps
+//===----------------------------------------------------------------------===//
+
+static Status findOperation(const Manifest &manifest, KernelKind kind,
+                            const char *name, const Operation **out) {
+  if (!name) {
+    const Operation *only = nullptr;
+    int count = 0;
+    for (const Operation &operation : manifest.operations) {
+      if (operation.kind == kind) {
+        only = &operation;
+        ++count;
+      }
+    }
+    if (count == 1) {
+      *out = only;
+      return Status();
+    }
+    if (count == 0)
+      return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                        "kernel: the bundle has no %s kernel", kindName(kind));
+    std::string names;
+    for (const Operation &operation : manifest.operations)
+      if (operation.kind == kind)
+        names += (names.empty() ? "'" : ", '") + operation.name + "'";
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                      "kernel: is NULL but the bundle has %d %s descriptions "
+                      "(%s); name one",
+                      count, kindName(kind), names.c_str());
+  }
+  for (const Operation &operation : manifest.operations) {
+    if (operation.name != name)
+      continue;
+    if (operation.kind != kind)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "kernel: '%s' is a %s kernel, not %s", name,
+                        kindName(operation.kind), kindName(kind));
+    *out = &operation;
+    return Status();
+  }
+  for (const Operation &operation : manifest.operations)
+    if (operation.scalarKernel >= 0 &&
+        manifest.kernels[operation.scalarKernel].name == name)
+      return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                        "kernel: '%s' is the scalar variant of '%s'; name the "
+                        "description '%s' and pass KVRT_VARIANT_SCALAR",
+                        name, operation.name.c_str(), operation.name.c_str());
+  return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                    "kernel: the bundle has no kernel '%s'", name);
+}
+
+static Status checkVariant(kvrt_variant variant) {
+  if (variant == KVRT_VARIANT_AUTO || variant == KVRT_VARIANT_VECTOR ||
+      variant == KVRT_VARIANT_SCALAR)
+    return Status();
+  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                    "variant: %d is not a kvrt_variant",
+                    static_cast<int>(variant));
+}
+
+/// Picks the manifest kernel to run. On the host a variant is available only
+/// once its host kernel is registered; on the GPU when the manifest has it.
+static Status selectKernel(const kvrt_bundle &bundle,
+                           const Operation &operation, const LaunchPlan &plan,
+                           kvrt_variant requested, int *out) {
+  const Manifest &manifest = bundle.manifest;
+  bool host = plan.device.device_type == kDLCPU;
+  auto available = [&](int index) {
+    return index >= 0 &&
+           (!host || bundle.hostKernels[index].load(std::memory_order_acquire));
+  };
+  auto unregistered = [&](int index) {
+    return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                      "%s: on %s, but no host kernel is registered for '%s' "
+                      "(kvrt_bundle_set_host_kernel)",
+                      plan.buffers[0].name, describeDevice(plan.device).c_str(),
+                      manifest.kernels[index].name.c_str());
+  };
+  auto missing = [&](const char *variant) {
+    return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                      "variant: the bundle has no %s variant of '%s'", variant,
+                      operation.name.c_str());
+  };
+
+  int vector = operation.vectorKernel;
+  int scalar = operation.scalarKernel;
+  PromiseBreach breach;
+  bool promise = vector >= 0 &&
+                 checkVectorPromise(plan, manifest.kernels[vector], &breach);
+  switch (requested) {
+  case KVRT_VARIANT_VECTOR:
+    if (vector < 0)
+      return missing("vector");
+    if (!promise)
+      return describeBreach(breach, manifest.kernels[vector]);
+    if (!available(vector))
+      return unregistered(vector);
+    *out = vector;
+    return Status();
+  case KVRT_VARIANT_SCALAR:
+    if (scalar < 0)
+      return missing("scalar");
+    if (!available(scalar))
+      return unregistered(scalar);
+    *out = scalar;
+    return Status();
+  case KVRT_VARIANT_AUTO:
+    break;
+  }
+  if (promise && available(vector)) {
+    *out = vector;
+    return Status();
+  }
+  if (available(scalar)) {
+    *out = scalar;
+    return Status();
+  }
+  if (scalar >= 0)
+    return unregistered(scalar);
+  if (!promise)
+    return describeBreach(breach, manifest.kernels[vector]);
+  return unregistered(vector);
+}
+
+static Status run(kvrt_bundle &bundle, const LaunchPlan &plan,
+                  kvrt_variant variant, kvrt_stream stream) {
+  int kernel = -1;
+  KVRT_RETURN_IF_ERROR(
+      selectKernel(bundle, *plan.operation, plan, variant, &kernel));
+  PackedParams params(plan);
+  if (plan.device.device_type == kDLCPU) {
+    kvrt_host_kernel fn =
+        bundle.hostKernels[kernel].load(std::memory_order_acquire);
+    fn(params.data());
+    return Status();
+  }
+  const Manifest &manifest = bundle.manifest;
+  if (!manifest.hasPtx && !manifest.hasCubin)
+    return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                      "%s: on %s but the bundle is host-only (no ptx, no "
+                      "cubin_base64)",
+                      plan.buffers[0].name,
+                      describeDevice(plan.device).c_str());
+  return bundle.gpu.launch(plan, kernel, params, stream);
+}
+
+template <typename Args, typename Planner>
+static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
+                         kvrt_variant variant, kvrt_stream stream,
+                         Planner planner) {
+  if (!bundle)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
+  if (!args)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "args: is NULL");
+  KVRT_RETURN_IF_ERROR(checkVariant(variant));
+  const Operation *operation = nullptr;
+  KVRT_RETURN_IF_ERROR(
+      findOperation(bundle->manifest, kind, args->kernel, &operation));
+  const OperationSpecs &specs =
+      bundle->specs[operation - bundle->manifest.operations.data()];
+  LaunchPlan plan;
+  KVRT_RETURN_IF_ERROR(
+      planner(bundle->manifest, *operation, specs, *args, &plan));
+  // Nothing to write; a GPU launch of zero blocks would be an error.
+  if (plan.numTokens == 0)
+    return Status();
+  return run(*bundle, plan, variant, stream);
+}
+
+Status append(kvrt_bundle *bundle, const kvrt_append_args *args,
+              kvrt_stream stream) {
+  return launchKind(bundle, args, KernelKind::Append,
+                    args ? args->variant : KVRT_VARIANT_AUTO, stream,
+                    planAppend);
+}
+
+Status buildSlotMapping(kvrt_bundle *bundle, const kvrt_slot_mapping_args *args,
+                        kvrt_stream stream) {
+  return launchKind(bundle, args, KernelKind::SlotMapping, KVRT_VARIANT_AUTO,
+                    stream, planSlotMapping);
+}
+
+Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
+                   kvrt_stream stream) {
+  return launchKind(bundle, args, KernelKind::FusedAppend,
+                    args ? args->variant : KVRT_VARIANT_AUTO, stream,
+                    planFusedAppend);
+}
+
+} // namespace kvrt::impl

@@ -1,0 +1,52 @@
+//===- Bundle.h - kvrt_bundle and the launches
+//-----------------------------===//
+
+#ifndef KVRT_SRC_BUNDLE_H
+#define KVRT_SRC_BUNDLE_H
+
+#include "GpuLauncher.h"
+#include "Manifest.h"
+#include "Status.h"
+#include "Validation.h"
+
+#include <atomic>
+#include <memory>
+
+struct kvrt_bundle {
+  explicit kvrt_bundle(kvrt::impl::Manifest parsed)
+      : manifest(std::move(parsed)),
+        hostKernels(new std::atomic<kvrt_host_kernel>[manifest.kernels.size()]),
+        gpu(manifest) {
+    for (size_t i = 0; i < manifest.kernels.size(); ++i)
+      hostKernels[i].store(nullptr, std::memory_order_relaxed);
+    for (const kvrt::impl::Operation &operation : manifest.operations)
+      specs.push_back(kvrt::impl::makeSpecs(
+          kvrt::impl::describingKernel(manifest, operation)));
+  }
+
+  /// Immutable after load: launches read it without a lock.
+  const kvrt::impl::Manifest manifest;
+  /// Per manifest operation: what its tensors must look like.
+  std::vector<kvrt::impl::OperationSpecs> specs;
+  /// Per manifest kernel; atomic so that registering one races no launch.
+  std::unique_ptr<std::atomic<kvrt_host_kernel>[]> hostKernels;
+  /// Declared after `manifest`, which it refers to.
+  kvrt::impl::GpuLauncher gpu;
+};
+
+namespace kvrt::impl {
+
+Status loadBundle(const char *data, size_t size, kvrt_bundle **out);
+Status loadBundleFile(const char *path, kvrt_bundle **out);
+Status setHostKernel(kvrt_bundle *bundle, const char *kernelName,
+                     kvrt_host_kernel fn);
+Status append(kvrt_bundle *bundle, const kvrt_append_args *args,
+              kvrt_stream stream);
+Status buildSlotMapping(kvrt_bundle *bundle, const kvrt_slot_mapping_args *args,
+                        kvrt_stream stream);
+Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
+                   kvrt_stream stream);
+
+} // namespace kvrt::impl
+
+#endif // KVRT_SRC_BUNDLE_H

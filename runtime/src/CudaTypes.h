@@ -1,0 +1,72 @@
+//===- CudaTypes.h - the few CUDA driver types kvrt uses ------------------===//
+//
+// Declared here instead of including cuda.h so that kvrt builds on a machine
+// without the CUDA toolkit. The values are the driver ABI, stable across CUDA
+// releases; CudaAbiTest checks them against cuda.h wherever the toolkit is
+// installed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVRT_SRC_CUDATYPES_H
+#define KVRT_SRC_CUDATYPES_H
+
+#include <cstddef>
+
+namespace kvrt::impl::cuda {
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef int CUdevice_attribute;
+typedef int CUjit_option;
+typedef int CUpointer_attribute;
+
+enum : CUresult {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_DEINITIALIZED = 4,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+  CUDA_ERROR_INVALID_PTX = 218,
+  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
+  CUDA_ERROR_NOT_FOUND = 500,
+};
+
+enum : CUdevice_attribute {
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+};
+
+enum : CUjit_option {
+  CU_JIT_INFO_LOG_BUFFER = 3,
+  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+  CU_JIT_LOG_VERBOSE = 12,
+};
+
+enum : CUpointer_attribute {
+  CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
+  CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+};
+
+// CUmemorytype.
+enum : unsigned {
+  CU_MEMORYTYPE_HOST = 1,
+  CU_MEMORYTYPE_DEVICE = 2,
+  CU_MEMORYTYPE_ARRAY = 3,
+  CU_MEMORYTYPE_UNIFIED = 4,
+};
+
+} // namespace kvrt::impl::cuda
+
+#endif // KVRT_SRC_CUDATYPES_H

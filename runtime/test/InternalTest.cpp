@@ -1,0 +1,126 @@
+//===- InternalTest.cpp - the pieces below the C ABI ----------------------===//
+
+#include "CudaDriver.h"
+#include "FakeCuda.h"
+#include "Manifest.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+using namespace kvrt::impl;
+using ::testing::HasSubstr;
+
+namespace {
+
+TEST(Base64, Decodes) {
+  std::vector<unsigned char> bytes;
+  ASSERT_TRUE(decodeBase64("aGVsbG8=", &bytes));
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "hello");
+  ASSERT_TRUE(decodeBase64("aGVs\nbG8h", &bytes));
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "hello!");
+  ASSERT_TRUE(decodeBase64("+/8=", &bytes));
+  EXPECT_EQ(bytes, (std::vector<unsigned char>{0xfb, 0xff}));
+  ASSERT_TRUE(decodeBase64("", &bytes));
+  EXPECT_TRUE(bytes.empty());
+}
+
+TEST(Base64, Refuses) {
+  std::vector<unsigned char> bytes;
+  EXPECT_FALSE(decodeBase64("aGVsbG8", &bytes)) << "unpadded";
+  EXPECT_FALSE(decodeBase64("aG=sbG8=", &bytes)) << "data after padding";
+  EXPECT_FALSE(decodeBase64("aGVs*G8=", &bytes)) << "outside the alphabet";
+  EXPECT_FALSE(decodeBase64("a===", &bytes)) << "too much padding";
+}
+
+TEST(Chip, Parses) {
+  Target target;
+  ASSERT_TRUE(parseChip("sm_90", &target));
+  EXPECT_EQ(target.major, 9);
+  EXPECT_EQ(target.minor, 0);
+  EXPECT_FALSE(target.archSpecific);
+  ASSERT_TRUE(parseChip("sm_90a", &target));
+  EXPECT_TRUE(target.archSpecific);
+  ASSERT_TRUE(parseChip("sm_86", &target));
+  EXPECT_EQ(target.major, 8);
+  EXPECT_EQ(target.minor, 6);
+  ASSERT_TRUE(parseChip("sm_100f", &target));
+  EXPECT_EQ(target.major, 10);
+  EXPECT_TRUE(target.familySpecific);
+  ASSERT_TRUE(parseChip("sm_120", &target));
+  EXPECT_EQ(target.major, 12);
+}
+
+TEST(Chip, Refuses) {
+  Target target;
+  for (const char *chip :
+       {"sm_9", "compute_90", "sm_", "sm_90ab", "sm_09", "gfx90a", "sm_90 "})
+    EXPECT_FALSE(parseChip(chip, &target)) << chip;
+}
+
+TEST(Params, MatchTheAbi) {
+  EXPECT_EQ(expectedParams(KernelKind::Append).size(), 21u);
+  EXPECT_EQ(expectedParams(KernelKind::SlotMapping).size(), 8u);
+  EXPECT_EQ(expectedParams(KernelKind::FusedAppend).size(), 26u);
+}
+
+TEST(Driver, MissingLibraryIsNoDriver) {
+  CudaDriver driver;
+  Status status = CudaDriver::load("libkvrt-no-such-driver.so.1", &driver);
+  EXPECT_EQ(status.getCode(), KVRT_ERROR_NO_DRIVER);
+  EXPECT_THAT(status.getMessage(),
+              HasSubstr("libkvrt-no-such-driver.so.1 could not be loaded"));
+  EXPECT_THAT(status.toString(), HasSubstr("KVRT_ERROR_NO_DRIVER"));
+  EXPECT_THAT(status.toString(), HasSubstr("CudaDriver.cpp:"));
+}
+
+TEST(Driver, MissingEntryPointIsNotFound) {
+  // A library that loads but is no CUDA driver.
+  CudaDriver driver;
+  Status status = CudaDriver::load("libm.so.6", &driver);
+  EXPECT_EQ(status.getCode(), KVRT_ERROR_NOT_FOUND);
+  EXPECT_THAT(status.getMessage(),
+              HasSubstr("has no entry point cuGetErrorName"));
+}
+
+TEST(Driver, FakeDriverResolves) {
+  fake_cuda_reset();
+  CudaDriver driver;
+  Status status = CudaDriver::initialize(KVRT_FAKE_CUDA_PATH, &driver);
+  ASSERT_TRUE(status.ok()) << status.toString();
+  EXPECT_NE(driver.cuCtxGetId, nullptr) << "optional, but the fake has it";
+}
+
+TEST(Driver, CuInitFailureIsNoDevice) {
+  fake_cuda_reset();
+  fake_cuda_state()->initResult = 100;
+  CudaDriver driver;
+  Status status = CudaDriver::initialize(KVRT_FAKE_CUDA_PATH, &driver);
+  EXPECT_EQ(status.getCode(), KVRT_ERROR_NO_DEVICE);
+  EXPECT_THAT(status.getMessage(), HasSubstr("cuInit failed"));
+  EXPECT_THAT(status.getMessage(), HasSubstr("CUDA_ERROR_NO_DEVICE"));
+  fake_cuda_reset();
+}
+
+TEST(Driver, ZeroDevicesIsNoDevice) {
+  fake_cuda_reset();
+  fake_cuda_state()->deviceCount = 0;
+  CudaDriver driver;
+  Status status = CudaDriver::initialize(KVRT_FAKE_CUDA_PATH, &driver);
+  EXPECT_EQ(status.getCode(), KVRT_ERROR_NO_DEVICE);
+  EXPECT_THAT(status.getMessage(), HasSubstr("zero devices"));
+  fake_cuda_reset();
+}
+
+TEST(Driver, CheckDescribesTheError) {
+  fake_cuda_reset();
+  CudaDriver driver;
+  ASSERT_TRUE(CudaDriver::initialize(KVRT_FAKE_CUDA_PATH, &driver).ok());
+  Status status = driver.check(218, "cuModuleLoadDataEx", __FILE__, __LINE__);
+  EXPECT_EQ(status.getCode(), KVRT_ERROR_DRIVER);
+  EXPECT_THAT(status.getMessage(),
+              HasSubstr("cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX "
+                        "(218: fake driver error)"));
+  EXPECT_TRUE(driver.check(0, "cuInit", __FILE__, __LINE__).ok());
+}
+
+} // namespace

@@ -1,0 +1,383 @@
+//===- PackingTest.cpp - the params a kernel receives, and its variant ----===//
+//
+// Recording host kernels see exactly the void *params[] a GPU kernel would:
+// five memref parameters per buffer, then the i64 scalars, per
+// docs/KERNEL-ABI.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fixtures.h"
+
+#include <dlfcn.h>
+
+using namespace kvrt::test;
+
+namespace {
+
+int64_t address(const void *pointer, int64_t byteOffset = 0) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(pointer)) +
+         byteOffset;
+}
+
+/// Checks the five memref parameters of buffer `index`.
+void expectBuffer(const std::vector<int64_t> &params, int index,
+                  const void *allocated, int64_t byteOffset, int64_t size,
+                  const char *label) {
+  SCOPED_TRACE(label);
+  ASSERT_GE(params.size(), static_cast<size_t>(5 * index + 5));
+  EXPECT_EQ(params[5 * index + 0], address(allocated)) << "allocated pointer";
+  EXPECT_EQ(params[5 * index + 1], address(allocated, byteOffset))
+      << "aligned pointer";
+  EXPECT_EQ(params[5 * index + 2], 0) << "offset";
+  EXPECT_EQ(params[5 * index + 3], size) << "size";
+  EXPECT_EQ(params[5 * index + 4], 1) << "stride";
+}
+
+std::vector<int64_t> scalarsOf(int numBuffers) {
+  const std::vector<int64_t> &params = recorded().params;
+  return std::vector<int64_t>(params.begin() + 5 * numBuffers, params.end());
+}
+
+//===----------------------------------------------------------------------===//
+// append
+//===----------------------------------------------------------------------===//
+
+TEST_F(LaunchTest, PackAppendPagedNhdWithPermutedCacheView) {
+  // The key cache lives as [nb, H, bs, D] and is passed as its NHD view.
+  HostTensor physical =
+      HostTensor::compact(bf16(), {kBlocks, kHeads, kBlockSize, kHeadDim});
+  keyCache = physical.view(
+      bf16(), {kBlocks, kBlockSize, kHeads, kHeadDim},
+      {kHeads * kBlockSize * kHeadDim, kHeadDim, kBlockSize * kHeadDim, 1}, 0);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  ASSERT_EQ(recorded().vectorCalls, 1);
+  const std::vector<int64_t> &params = recorded().params;
+  ASSERT_EQ(params.size(), 41u);
+
+  int64_t inputExtent =
+      (kTokens - 1) * kQkvRow + (kHeads - 1) * kHeadDim + kHeadDim; // 544
+  expectBuffer(params, 0, qkv.data(), kQueryHeads * kHeadDim * 2, inputExtent,
+               "key");
+  expectBuffer(params, 1, qkv.data(), (kQueryHeads + kHeads) * kHeadDim * 2,
+               inputExtent, "value");
+  expectBuffer(params, 2, slots.data(), 0, kTokens, "slot_mapping");
+  int64_t cacheElements = kBlocks * kBlockSize * kHeads * kHeadDim;
+  expectBuffer(params, 3, physical.data(), 0, cacheElements, "key_cache");
+  expectBuffer(params, 4, valueCache.data(), 0, cacheElements, "value_cache");
+
+  const int64_t blockStride = kBlockSize * kHeads * kHeadDim;
+  std::vector<int64_t> expected = {
+      kTokens, kBlocks,
+      // key, value: [T, H, D] strides
+      kQkvRow, kHeadDim, 1, kQkvRow, kHeadDim, 1,
+      // key cache (block, head, pos, dim) of the permuted view
+      blockStride, kBlockSize * kHeadDim, kHeadDim, 1,
+      // value cache, compact NHD
+      blockStride, kHeadDim, kHeads * kHeadDim, 1};
+  EXPECT_EQ(scalarsOf(5), expected);
+}
+
+TEST_F(VllmTest, PackAppendVllmVectorized) {
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  const std::vector<int64_t> &params = recorded().params;
+  ASSERT_EQ(params.size(), 41u);
+  int64_t cacheElements = kBlocks * kHeads * kHeadDim * kBlockSize;
+  expectBuffer(params, 3, keyCache.data(), 0, cacheElements, "key_cache");
+  expectBuffer(params, 4, valueCache.data(), 0, cacheElements, "value_cache");
+  std::vector<int64_t> scalars = scalarsOf(5);
+  ASSERT_EQ(scalars.size(), 16u);
+  // K [nb, H, D/x, bs, x]: block, head, pos = the bs stride (x), dim = the
+  // D/x stride (bs * x); the x dimension has stride 1.
+  const int64_t blockStride = kHeads * kHeadDim * kBlockSize;
+  std::vector<int64_t> keyCacheStrides(scalars.begin() + 8,
+                                       scalars.begin() + 12);
+  EXPECT_EQ(keyCacheStrides,
+            (std::vector<int64_t>{blockStride, kHeadDim * kBlockSize, kX,
+                                  kBlockSize * kX}));
+  // V [nb, H, D, bs]: pos stride 1, dim stride bs.
+  std::vector<int64_t> valueCacheStrides(scalars.begin() + 12, scalars.end());
+  EXPECT_EQ(valueCacheStrides,
+            (std::vector<int64_t>{blockStride, kHeadDim * kBlockSize, 1,
+                                  kBlockSize}));
+}
+
+TEST_F(DualStackedTest, PackAppendDualStacked) {
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  const std::vector<int64_t> &params = recorded().params;
+  ASSERT_EQ(params.size(), 41u);
+  // [nb, 2, H, bs, D]: K at index 0, V at index 1 of dim 1.
+  const int64_t kvStride = kHeads * kBlockSize * kHeadDim;
+  const int64_t blockStride = 2 * kvStride;
+  int64_t viewExtent = (kBlocks - 1) * blockStride + kvStride;
+  expectBuffer(params, 3, keyCache.data(), 0, viewExtent, "key_cache");
+  expectBuffer(params, 4, keyCache.data(), kvStride * 2, viewExtent,
+               "value_cache");
+  std::vector<int64_t> scalars = scalarsOf(5);
+  std::vector<int64_t> cacheStrides(scalars.begin() + 8, scalars.end());
+  std::vector<int64_t> view = {blockStride, kBlockSize * kHeadDim, kHeadDim, 1};
+  std::vector<int64_t> both = view;
+  both.insert(both.end(), view.begin(), view.end());
+  EXPECT_EQ(cacheStrides, both);
+}
+
+TEST_F(LaunchTest, PackAppendContiguous) {
+  CacheConfig contiguous;
+  contiguous.layout = "contiguous";
+  contiguous.blockSize = 8; // max_seq_len
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(bundleJson(describe("kv_append", "append", contiguous)), &raw),
+            KVRT_SUCCESS)
+      << kvrt_last_error();
+  bundle.reset(raw);
+  registerRecorders(raw);
+  const int64_t batch = 2, maxSeqLen = 8;
+  keyCache = HostTensor::compact(bf16(), {batch, kHeads, maxSeqLen, kHeadDim});
+  valueCache =
+      HostTensor::compact(bf16(), {batch, kHeads, maxSeqLen, kHeadDim});
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  std::vector<int64_t> scalars = scalarsOf(5);
+  EXPECT_EQ(scalars[1], batch) << "num_blocks is the batch";
+  std::vector<int64_t> keyCacheStrides(scalars.begin() + 8,
+                                       scalars.begin() + 12);
+  EXPECT_EQ(keyCacheStrides,
+            (std::vector<int64_t>{kHeads * maxSeqLen * kHeadDim,
+                                  maxSeqLen * kHeadDim, kHeadDim, 1}));
+}
+
+TEST_F(LaunchTest, PackAppendPagedHnd) {
+  CacheConfig hnd;
+  hnd.layout = "paged_hnd";
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(bundleJson(describe("kv_append", "append", hnd)), &raw),
+            KVRT_SUCCESS);
+  bundle.reset(raw);
+  registerRecorders(raw);
+  keyCache =
+      HostTensor::compact(bf16(), {kBlocks, kHeads, kBlockSize, kHeadDim});
+  valueCache =
+      HostTensor::compact(bf16(), {kBlocks, kHeads, kBlockSize, kHeadDim});
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  std::vector<int64_t> scalars = scalarsOf(5);
+  std::vector<int64_t> valueCacheStrides(scalars.begin() + 12, scalars.end());
+  EXPECT_EQ(valueCacheStrides,
+            (std::vector<int64_t>{kHeads * kBlockSize * kHeadDim,
+                                  kBlockSize * kHeadDim, kHeadDim, 1}));
+}
+
+//===----------------------------------------------------------------------===//
+// slot_mapping and fused_append
+//===----------------------------------------------------------------------===//
+
+TEST_F(LaunchTest, PackSlotMapping) {
+  // Block-table rows padded to 6 entries; 7 tokens (some are padding).
+  HostTensor padded = HostTensor::compact(i32(), {kRequests, 6});
+  blockTable = padded.view(i32(), {kRequests, kMaxBlocksPerReq}, {6, 1}, 0);
+  slots = HostTensor::compact(i64(), {7});
+  ASSERT_EQ(slotMapping(), KVRT_SUCCESS) << kvrt_last_error();
+  ASSERT_EQ(recorded().scalarCalls, 1);
+  const std::vector<int64_t> &params = recorded().params;
+  ASSERT_EQ(params.size(), 24u);
+  expectBuffer(params, 0, padded.data(), 0, 6 + kMaxBlocksPerReq,
+               "block_table");
+  expectBuffer(params, 1, queryStartLoc.data(), 0, kRequests + 1,
+               "query_start_loc");
+  expectBuffer(params, 2, contextLens.data(), 0, kRequests, "context_lens");
+  expectBuffer(params, 3, slots.data(), 0, 7, "slot_mapping");
+  EXPECT_EQ(scalarsOf(4),
+            (std::vector<int64_t>{7, kRequests, 6, kMaxBlocksPerReq}));
+}
+
+TEST_F(LaunchTest, PackFusedAppend) {
+  ASSERT_EQ(fused(), KVRT_SUCCESS) << kvrt_last_error();
+  ASSERT_EQ(recorded().vectorCalls, 1);
+  const std::vector<int64_t> &params = recorded().params;
+  ASSERT_EQ(params.size(), 54u);
+  expectBuffer(params, 2, blockTable.data(), 0, kRequests * kMaxBlocksPerReq,
+               "block_table");
+  expectBuffer(params, 5, keyCache.data(), 0,
+               kBlocks * kBlockSize * kHeads * kHeadDim, "key_cache");
+  std::vector<int64_t> scalars = scalarsOf(7);
+  ASSERT_EQ(scalars.size(), 19u);
+  const int64_t blockStride = kBlockSize * kHeads * kHeadDim;
+  std::vector<int64_t> expected = {
+      kTokens,          kBlocks,           kRequests, kMaxBlocksPerReq,
+      kMaxBlocksPerReq, kQkvRow,           kHeadDim,  1,
+      kQkvRow,          kHeadDim,          1,         blockStride,
+      kHeadDim,         kHeads * kHeadDim, 1,         blockStride,
+      kHeadDim,         kHeads * kHeadDim, 1};
+  EXPECT_EQ(scalars, expected);
+}
+
+//===----------------------------------------------------------------------===//
+// Variant selection
+//===----------------------------------------------------------------------===//
+
+TEST_F(LaunchTest, AlignedPicksVector) {
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  EXPECT_EQ(recorded().scalarCalls, 0);
+}
+
+TEST_F(LaunchTest, MisalignedPointerFallsBackToScalar) {
+  // Element-aligned (bf16) but not 16-byte aligned.
+  key.get()->byte_offset += 2;
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 0);
+  EXPECT_EQ(recorded().scalarCalls, 1);
+}
+
+TEST_F(LaunchTest, OddStrideFallsBackToScalar) {
+  // A head stride that is not a multiple of vector_elems (8).
+  HostTensor wide = HostTensor::compact(bf16(), {kTokens, kHeads, 17});
+  key = wide.view(bf16(), {kTokens, kHeads, kHeadDim}, {kHeads * 17, 17, 1}, 0);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().scalarCalls, 1);
+}
+
+TEST_F(LaunchTest, InnerStrideFallsBackToScalar) {
+  value = HostTensor::strided(bf16(), {kTokens, kHeads, kHeadDim},
+                              {kHeads * kHeadDim * 2, kHeadDim * 2, 2});
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().scalarCalls, 1);
+}
+
+TEST_F(LaunchTest, MisalignedCacheFallsBackToScalar) {
+  HostTensor bigger =
+      HostTensor::compact(bf16(), {kBlocks + 1, kBlockSize, kHeads, kHeadDim});
+  valueCache =
+      bigger.view(bf16(), {kBlocks, kBlockSize, kHeads, kHeadDim}, {}, 8);
+  ASSERT_EQ(fused(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().scalarCalls, 1);
+}
+
+TEST_F(LaunchTest, ForcedVectorRefusesMisaligned) {
+  key.get()->byte_offset += 2;
+  expectRefused(append(KVRT_VARIANT_VECTOR), KVRT_ERROR_INVALID_ARGUMENT,
+                {"key: data + byte_offset", "is not aligned to 16 bytes",
+                 "the vector variant 'kv_append' assumes"});
+}
+
+TEST_F(LaunchTest, ForcedVectorRefusesInnerStride) {
+  value = HostTensor::strided(bf16(), {kTokens, kHeads, kHeadDim},
+                              {kHeads * kHeadDim * 2, kHeadDim * 2, 2});
+  expectRefused(fused(KVRT_VARIANT_VECTOR), KVRT_ERROR_INVALID_ARGUMENT,
+                {"value: stride[2] is 2 but the vector variant 'kv_fused' "
+                 "assumes a contiguous innermost dimension"});
+}
+
+TEST_F(LaunchTest, ForcedVectorRefusesOddStride) {
+  HostTensor wide = HostTensor::compact(bf16(), {kTokens, kHeads, 17});
+  key = wide.view(bf16(), {kTokens, kHeads, kHeadDim}, {kHeads * 17, 17, 1}, 0);
+  expectRefused(append(KVRT_VARIANT_VECTOR), KVRT_ERROR_INVALID_ARGUMENT,
+                {"key: stride[0] is 34, not a multiple of vector_elems (8)"});
+}
+
+TEST_F(LaunchTest, ForcedVectorRefusesMisalignedStackedValueView) {
+  CacheConfig dual;
+  dual.layout = "dual_stacked";
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(bundleJson(describe("kv_append", "append", dual)), &raw),
+            KVRT_SUCCESS);
+  bundle.reset(raw);
+  registerRecorders(raw);
+  // The V half starts 4 elements (8 bytes) past a 16-byte boundary.
+  HostTensor stacked =
+      HostTensor::compact(bf16(), {kBlocks, 2, kHeads, kBlockSize, kHeadDim});
+  const int64_t half = kHeads * kBlockSize * kHeadDim + 4;
+  keyCache =
+      stacked.view(bf16(), {kBlocks, 2, kHeads, kBlockSize, kHeadDim},
+                   {2 * half, half, kBlockSize * kHeadDim, kHeadDim, 1}, 0);
+  kvrt_append_args args = appendArgs(KVRT_VARIANT_VECTOR);
+  args.value_cache = nullptr;
+  expectRefused(
+      kvrt_append(bundle.get(), &args, nullptr), KVRT_ERROR_INVALID_ARGUMENT,
+      {"key_cache[:, 1]: data + byte_offset", "not aligned to 16 bytes"});
+}
+
+TEST_F(LaunchTest, ForcedScalarRunsScalar) {
+  ASSERT_EQ(append(KVRT_VARIANT_SCALAR), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().scalarCalls, 1);
+  EXPECT_EQ(recorded().vectorCalls, 0);
+}
+
+TEST_F(LaunchTest, AutoUsesScalarWhenOnlyScalarIsRegistered) {
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(standardBundle(), &raw), KVRT_SUCCESS);
+  bundle.reset(raw);
+  registerRecorders(raw, /*vector=*/false, /*scalar=*/true);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().scalarCalls, 1);
+  recorded() = Recorded();
+  expectRefused(append(KVRT_VARIANT_VECTOR), KVRT_ERROR_NOT_FOUND,
+                {"no host kernel is registered for 'kv_append'"});
+}
+
+TEST_F(LaunchTest, AutoWithoutScalarVariantRefusesMisaligned) {
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(
+      load(bundleJson({kernelJson("kv_append", "append", "vector")}), &raw),
+      KVRT_SUCCESS);
+  bundle.reset(raw);
+  registerRecorders(raw);
+  key.get()->byte_offset += 2;
+  expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"key: data + byte_offset", "not aligned to 16 bytes"});
+  expectRefused(append(KVRT_VARIANT_SCALAR), KVRT_ERROR_NOT_FOUND,
+                {"variant: the bundle has no scalar variant of 'kv_append'"});
+}
+
+TEST_F(LaunchTest, ScalarOnlyDescription) {
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(
+      load(bundleJson({kernelJson("kv_append_scalar", "append", "scalar")}),
+           &raw),
+      KVRT_SUCCESS);
+  bundle.reset(raw);
+  registerRecorders(raw);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().scalarCalls, 1);
+  recorded() = Recorded();
+  expectRefused(append(KVRT_VARIANT_VECTOR), KVRT_ERROR_NOT_FOUND,
+                {"variant: the bundle has no vector variant of 'kv_append'"});
+}
+
+TEST_F(VllmTest, ValueCacheIsOutsideThePromise) {
+  // Its stores are scalar: an 8-byte-aligned value cache keeps the vector
+  // variant.
+  HostTensor bigger =
+      HostTensor::compact(bf16(), {kBlocks + 1, kHeads, kHeadDim, kBlockSize});
+  valueCache =
+      bigger.view(bf16(), {kBlocks, kHeads, kHeadDim, kBlockSize}, {}, 8);
+  ASSERT_EQ(append(KVRT_VARIANT_VECTOR), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+}
+
+//===----------------------------------------------------------------------===//
+// No driver
+//===----------------------------------------------------------------------===//
+
+bool driverPresent() {
+  void *handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (handle)
+    dlclose(handle);
+  return handle != nullptr;
+}
+
+TEST_F(LaunchTest, GpuLaunchWithoutDriver) {
+  if (driverPresent())
+    GTEST_SKIP() << "libcuda.so.1 is present on this machine";
+  // The pointers are host memory labelled kDLCUDA: validation accepts them,
+  // and nothing may dereference them before the driver is found missing.
+  moveAllTo({kDLCUDA, 0});
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    expectRefused(append(), KVRT_ERROR_NO_DRIVER,
+                  {"libcuda.so.1 could not be loaded"});
+    expectRefused(slotMapping(), KVRT_ERROR_NO_DRIVER, {"libcuda.so.1"});
+    expectRefused(fused(), KVRT_ERROR_NO_DRIVER, {"libcuda.so.1"});
+  }
+  // Host launches in the same process are unaffected.
+  moveAllTo({kDLCPU, 0});
+  EXPECT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+}
+
+} // namespace
