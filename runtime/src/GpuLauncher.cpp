@@ -130,11 +130,12 @@ Status GpuLauncher::checkPointers(const CudaDriver &driver,
         (i > 0 && view.tensor == plan.buffers[i - 1].tensor))
       continue;
     uintptr_t address = view.begin();
-    bool known = false;
-    for (const VerifiedRange &range : verifiedRanges)
-      known |= range.begin <= address && address < range.end &&
-               range.ordinal == device;
-    if (known)
+    auto known = [&](const VerifiedRange &range) {
+      return range.begin <= address && address < range.end &&
+             range.ordinal == device;
+    };
+    if (std::any_of(std::begin(verifiedRanges), std::end(verifiedRanges),
+                    known))
       continue;
 
     CUpointer_attribute attributes[4] = {

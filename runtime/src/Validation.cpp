@@ -9,8 +9,6 @@
 
 #include "Validation.h"
 
-#include <algorithm>
-
 namespace kvrt::impl {
 
 // DLPack 1.1 type codes; Debian's dlpack.h (0.6) predates them.
@@ -489,6 +487,41 @@ static Status checkSameExtent(const TensorView &reference, int referenceDim,
                     static_cast<long long>(adjust));
 }
 
+/// The stride, in bytes, of `view`'s outermost dimension (the largest
+/// stride among dims of extent > 1), and the bytes one step of it spans.
+static bool outerPeriod(const TensorView &view, int64_t *period,
+                        int64_t *span) {
+  int outer = -1;
+  for (int d = 0; d < view.rank; ++d)
+    if (view.shape[d] > 1 && view.strides[d] > 0 &&
+        (outer < 0 || view.strides[d] > view.strides[outer]))
+      outer = d;
+  if (outer < 0)
+    return false;
+  int64_t bytes = static_cast<int64_t>(view.elementBytes);
+  *period = view.strides[outer] * bytes;
+  *span = (view.extent - (view.shape[outer] - 1) * view.strides[outer]) * bytes;
+  return true;
+}
+
+/// Views that take turns in one allocation: both repeat with the same period
+/// (their outermost stride), and within a period one's elements lie in
+/// [0, span_a) and the other's in [r, r + span_b), r = offset mod period,
+/// with span_a <= r and r + span_b <= period. K = kv[:, 0] and V = kv[:, 1]
+/// of one [num_blocks, 2, ...] allocation (FlashInfer's paged layout) are
+/// such views. False where it cannot tell: the caller then keeps the
+/// byte-range rule.
+static bool interleaveDisjointly(const TensorView &a, const TensorView &b) {
+  if (b.begin() < a.begin())
+    return interleaveDisjointly(b, a);
+  int64_t periodA, spanA, periodB, spanB;
+  if (!outerPeriod(a, &periodA, &spanA) || !outerPeriod(b, &periodB, &spanB) ||
+      periodA != periodB)
+    return false;
+  int64_t r = static_cast<int64_t>(b.begin() - a.begin()) % periodA;
+  return spanA <= r && r + spanB <= periodA;
+}
+
 /// A written tensor must not share bytes with any other tensor of the launch:
 /// the kernel would read what it just wrote, or two caches would interleave.
 static Status checkDisjoint(const TensorView &written,
@@ -496,6 +529,8 @@ static Status checkDisjoint(const TensorView &written,
   if (written.extent == 0 || other.extent == 0)
     return Status();
   if (written.end() <= other.begin() || other.end() <= written.begin())
+    return Status();
+  if (interleaveDisjointly(written, other))
     return Status();
   return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                     "%s: overlaps %s in memory (bytes [%p, %p) and [%p, %p)); "

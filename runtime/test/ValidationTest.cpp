@@ -509,6 +509,35 @@ TEST_F(LaunchTest, KeyAndValueCachesOverlap) {
       {"key_cache: overlaps value_cache in memory", "must not alias another"});
 }
 
+TEST_F(LaunchTest, KeyAndValueCachesMayInterleaveByBlock) {
+  // FlashInfer's paged layout: one [num_blocks, 2, block_size, H, D]
+  // allocation, K = kv[:, 0] and V = kv[:, 1]. The byte ranges overlap; no
+  // element of one is an element of the other.
+  HostTensor kv =
+      HostTensor::compact(bf16(), {kBlocks, 2, kBlockSize, kHeads, kHeadDim});
+  std::vector<int64_t> shape = {kBlocks, kBlockSize, kHeads, kHeadDim};
+  std::vector<int64_t> strides = {2 * kBlockSize * kHeads * kHeadDim,
+                                  kHeads * kHeadDim, kHeadDim, 1};
+  keyCache = kv.view(bf16(), shape, strides, 0);
+  valueCache =
+      kv.view(bf16(), shape, strides, kBlockSize * kHeads * kHeadDim * 2);
+  EXPECT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+}
+
+TEST_F(LaunchTest, InterleavedCachesThatShareElementsAreRefused) {
+  // The same strides, but V starts one token into K's block: K's second
+  // token of each block is V's first.
+  HostTensor kv =
+      HostTensor::compact(bf16(), {kBlocks, 2, kBlockSize, kHeads, kHeadDim});
+  std::vector<int64_t> shape = {kBlocks, kBlockSize, kHeads, kHeadDim};
+  std::vector<int64_t> strides = {2 * kBlockSize * kHeads * kHeadDim,
+                                  kHeads * kHeadDim, kHeadDim, 1};
+  keyCache = kv.view(bf16(), shape, strides, 0);
+  valueCache = kv.view(bf16(), shape, strides, kHeads * kHeadDim * 2);
+  expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"key_cache: overlaps value_cache in memory"});
+}
+
 TEST_F(LaunchTest, CacheOverlapsKey) {
   key = keyCache.view(bf16(), {kTokens, kHeads, kHeadDim},
                       {kHeads * kHeadDim, kHeadDim, 1}, 0);

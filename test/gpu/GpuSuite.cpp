@@ -162,6 +162,14 @@ int main(int argc, char **argv) {
       kvrt_bundle_num_kernels(bundle),
       static_cast<unsigned long long>(s.options.seed),
       reduced ? ", reduced matrix" : "");
+  // Whether the padding cases can put their padding rows past a fence (the
+  // driver's virtual memory API), or must back them with memory.
+  void *probe = backend->allocateFenced(256);
+  std::printf("gpu suite: padding rows %s\n",
+              probe ? "fenced (unmapped memory after the stored rows)"
+                    : "backed (no fenced memory on this device)");
+  if (probe)
+    backend->deallocateFenced(probe);
 
   for (const Description &desc : reduced ? reducedMatrix() : s.matrix) {
     if (!filter.empty() && desc.name.find(filter) == std::string::npos)

@@ -481,7 +481,7 @@ void addAppend(std::vector<CaseDef> &cases, const std::string &name,
                    }});
 }
 
-std::vector<CaseDef> appendCases(const Description &desc) {
+std::vector<CaseDef> appendCases() {
   std::vector<CaseDef> cases;
   addBothVariants(cases, "decode", [](CaseEnv &env) {
     BlockPool pool(env.numBlocks(), env.rng);
@@ -572,6 +572,13 @@ std::vector<CaseDef> appendCases(const Description &desc) {
     Spec spec;
     spec.slots = env.mixedSlots();
     spec.cache = CacheStorage::BlockStrided;
+    return spec;
+  });
+  // K and V caches taking turns block by block in one allocation.
+  addAppend(cases, "interleaved_caches/auto", [](CaseEnv &env) {
+    Spec spec;
+    spec.slots = env.mixedSlots();
+    spec.cache = CacheStorage::Interleaved;
     return spec;
   });
   addAppend(cases, "twice_equals_once/auto", [](CaseEnv &env) {
@@ -669,7 +676,7 @@ std::vector<CaseDef> slotMappingCases() {
 std::vector<CaseDef> casesFor(const Description &desc) {
   switch (desc.kind) {
   case Kind::Append:
-    return appendCases(desc);
+    return appendCases();
   case Kind::FusedAppend:
     return fusedCases();
   case Kind::SlotMapping:

@@ -382,6 +382,10 @@ bool CacheSet::create(Backend &backend, const Description &desc,
     if (strided)
       keyStrides[0] = 2 * blockElems;
     cacheElems = (strided ? 2 : 1) * numBlocks * blockElems;
+  } else if (storage == CacheStorage::Interleaved) {
+    valueOffset = blockElems;
+    keyStrides[0] = valueStrides[0] = 2 * blockElems;
+    cacheElems = 2 * numBlocks * blockElems;
   } else if (storage == CacheStorage::BlockStrided) {
     valueOffset = roundUp(2 * numBlocks * blockElems, 256 / elem);
     keyStrides[0] = valueStrides[0] = 2 * blockElems;

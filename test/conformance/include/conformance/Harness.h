@@ -143,12 +143,13 @@ enum class CacheStorage {
   /// Each cache compact in its own region (dual_stacked: the one tensor).
   Compact,
   /// Each cache (dual_stacked: the kv tensor) a view [:, 0] of its own
-  /// [num_blocks, 2, ...] region: a
-  /// block stride of twice the block, with the other half of every stride
-  /// poison that must stay untouched. (Not K and V as the two halves of one
-  /// region, FlashInfer-style: kvrt refuses those as overlapping, since its
-  /// alias check compares byte ranges.)
+  /// [num_blocks, 2, ...] region: a block stride of twice the block, with
+  /// the other half of every stride poison that must stay untouched.
   BlockStrided,
+  /// K and V as the two halves of one [num_blocks, 2, ...] region,
+  /// FlashInfer-style: K = kv[:, 0], V = kv[:, 1]. (dual_stacked is that
+  /// layout already: the same as Compact there.)
+  Interleaved,
 };
 
 /// The caches of one case: one poisoned storage buffer with guard bytes
