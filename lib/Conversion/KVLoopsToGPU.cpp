@@ -5,8 +5,9 @@
 // induction variables become hardware indices. The loop body is cloned as it
 // is, so the host and the GPU run the same index math.
 //
-//   token = block_id.x * tokens_per_block + thread_id.y   (guarded < num_tokens)
-//   chunk = thread_id.x, thread_id.x + threads_x, ...     (< chunks_per_token)
+//   token = block_id.x * tokens_per_block + thread_id.y   (guarded <
+//   num_tokens) chunk = thread_id.x, thread_id.x + threads_x, ...     (<
+//   chunks_per_token)
 //
 // The grid is ceil(num_tokens / tokens_per_block) blocks: a function of the
 // shapes only, never of the slots, so the launch can be captured in a graph.
@@ -84,9 +85,9 @@ static LogicalResult mapToKernel(func::FuncOp func,
   // common case: no loop, no bound check); otherwise a strided loop.
   Value chunk = tx;
   if (chunks > threadsX) {
-    auto chunkLoop = scf::ForOp::create(
-        b, tx, arith::ConstantIndexOp::create(b, chunks),
-        arith::ConstantIndexOp::create(b, threadsX));
+    auto chunkLoop =
+        scf::ForOp::create(b, tx, arith::ConstantIndexOp::create(b, chunks),
+                           arith::ConstantIndexOp::create(b, threadsX));
     b.setInsertionPointToStart(chunkLoop.getBody());
     chunk = chunkLoop.getInductionVar();
   }

@@ -135,8 +135,8 @@ private:
 
 } // namespace
 
-Value KernelBuilder::cacheOffset(const CacheStrides &s, Value block,
-                                 Value head, Value pos, Value d, bool isKey) {
+Value KernelBuilder::cacheOffset(const CacheStrides &s, Value block, Value head,
+                                 Value pos, Value d, bool isKey) {
   Value off = add(add(mul(block, s.block), mul(head, s.head)), mul(pos, s.pos));
   if (cache.getLayout() == kv::LayoutKind::VllmVectorized && isKey) {
     // [nb, H, D/x, bs, x]: d picks a 16-byte group and an element in it.
@@ -167,8 +167,7 @@ SmallVector<Value> KernelBuilder::loadChunk(Value memref,
                                             Value head, Value d0) {
   int64_t vec = plan.vectorElems;
   // The vector variant's promise includes a unit dim stride: no multiply.
-  Value dimOffset =
-      plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
+  Value dimOffset = plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
   Value base = add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
   Type elt = plan.sourceType;
   if (plan.variant == KernelVariant::Vector) {
@@ -263,10 +262,10 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
         b, TypeRange{i64Type, i64Type}, ValueRange{i64(0), numReqs},
         [&](OpBuilder &nb, Location loc, ValueRange iv) {
           ImplicitLocOpBuilder ib(loc, nb);
-          Value more = arith::CmpIOp::create(
-              ib, arith::CmpIPredicate::sgt,
-              arith::SubIOp::create(ib, iv[1], iv[0]),
-              arith::ConstantIntOp::create(ib, 1, 64));
+          Value more =
+              arith::CmpIOp::create(ib, arith::CmpIPredicate::sgt,
+                                    arith::SubIOp::create(ib, iv[1], iv[0]),
+                                    arith::ConstantIntOp::create(ib, 1, 64));
           scf::ConditionOp::create(ib, more, iv);
         },
         [&](OpBuilder &nb, Location loc, ValueRange iv) {
@@ -276,10 +275,9 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
               arith::ConstantIntOp::create(ib, 1, 64));
           Value start = arith::ExtSIOp::create(
               ib, ib.getI64Type(),
-              memref::LoadOp::create(
-                  ib, qsl,
-                  ValueRange{arith::IndexCastOp::create(
-                      ib, ib.getIndexType(), mid)}));
+              memref::LoadOp::create(ib, qsl,
+                                     ValueRange{arith::IndexCastOp::create(
+                                         ib, ib.getIndexType(), mid)}));
           Value le =
               arith::CmpIOp::create(ib, arith::CmpIPredicate::sle, start, t);
           scf::YieldOp::create(
@@ -303,8 +301,7 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
     scf::YieldOp::create(b, ValueRange{i64(-1)});
     b.setInsertionPointToStart(rowIf.thenBlock());
     Value blockId = loadI32AsI64(
-        arg("block_table"),
-        add(mul(req, arg("block_table_stride")), blockIdx));
+        arg("block_table"), add(mul(req, arg("block_table_stride")), blockIdx));
     Value slot = add(mul(blockId, i64(blockSize)), remConst(pos, blockSize));
     Value isBlock = cmp(arith::CmpIPredicate::sge, blockId, i64(0));
     scf::YieldOp::create(
@@ -318,9 +315,9 @@ void KernelBuilder::build() {
   Value one = index(1);
   Value numTokens = toIndex(arg("num_tokens"));
   Value chunks = index(plan.chunksPerToken);
-  auto loop = scf::ParallelOp::create(
-      b, ValueRange{zero, zero}, ValueRange{numTokens, chunks},
-      ValueRange{one, one});
+  auto loop = scf::ParallelOp::create(b, ValueRange{zero, zero},
+                                      ValueRange{numTokens, chunks},
+                                      ValueRange{one, one});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value t = toI64(loop.getInductionVars()[0]);
@@ -328,10 +325,9 @@ void KernelBuilder::build() {
 
   switch (plan.kind) {
   case KernelKind::Append: {
-    Value slot = memref::LoadOp::create(b, arg("slot_mapping"),
-                                        ValueRange{toIndex(t)},
-                                        /*nontemporal=*/false,
-                                        llvm::MaybeAlign(8));
+    Value slot =
+        memref::LoadOp::create(b, arg("slot_mapping"), ValueRange{toIndex(t)},
+                               /*nontemporal=*/false, llvm::MaybeAlign(8));
     emitAppendChunk(slot, t, c);
     break;
   }
@@ -371,17 +367,16 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
   auto func = func::FuncOp::create(builder, loc, plan.name,
                                    builder.getFunctionType(types, {}));
   // The launch geometry travels with the loop nest to the GPU mapping.
-  func->setAttr(kLaunchAttrName,
-                builder.getDictionaryAttr({
-                    builder.getNamedAttr(
-                        "threads_x", builder.getI64IntegerAttr(plan.threadsX)),
-                    builder.getNamedAttr(
-                        "tokens_per_block",
-                        builder.getI64IntegerAttr(plan.tokensPerBlock)),
-                    builder.getNamedAttr(
-                        "chunks_per_token",
-                        builder.getI64IntegerAttr(plan.chunksPerToken)),
-                }));
+  func->setAttr(
+      kLaunchAttrName,
+      builder.getDictionaryAttr({
+          builder.getNamedAttr("threads_x",
+                               builder.getI64IntegerAttr(plan.threadsX)),
+          builder.getNamedAttr("tokens_per_block",
+                               builder.getI64IntegerAttr(plan.tokensPerBlock)),
+          builder.getNamedAttr("chunks_per_token",
+                               builder.getI64IntegerAttr(plan.chunksPerToken)),
+      }));
   for (auto [i, name] : llvm::enumerate(plan.params))
     func.setArgAttr(i, "kv.name", builder.getStringAttr(name));
 

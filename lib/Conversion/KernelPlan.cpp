@@ -46,8 +46,7 @@ static std::vector<std::string> paramsFor(KernelKind kind, unsigned &buffers) {
   case KernelKind::SlotMapping:
     add({"block_table", "query_start_loc", "context_lens", "slot_mapping"});
     buffers = 4;
-    add({"num_tokens", "num_reqs", "block_table_stride",
-         "max_blocks_per_req"});
+    add({"num_tokens", "num_reqs", "block_table_stride", "max_blocks_per_req"});
     return p;
   case KernelKind::FusedAppend:
     add({"key", "value", "block_table", "query_start_loc", "context_lens",

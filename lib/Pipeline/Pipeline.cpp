@@ -85,8 +85,7 @@ void kvgen::buildGPUMappingPipeline(OpPassManager &pm) {
   pm.addPass(createKVLoopsToGPU());
 }
 
-void kvgen::buildNVVMPipeline(OpPassManager &pm,
-                              const GPUTargetOptions &opts) {
+void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   // The device half of upstream's gpu-lower-to-nvvm-pipeline; the host half
   // is absent because kvgen's host is kvrt, not MLIR.
   pm.addPass(createSCFToControlFlowPass());
@@ -201,8 +200,8 @@ FailureOr<std::string> kvgen::runPtxas(StringRef ptx, StringRef chip,
   SmallVector<StringRef> argv = {ptxas, archFlag, "-v", "-o", out, in};
   std::optional<StringRef> redirects[] = {std::nullopt, err, err};
   std::string execError;
-  int rc = llvm::sys::ExecuteAndWait(ptxas, argv, std::nullopt, redirects, 0,
-                                     0, &execError);
+  int rc = llvm::sys::ExecuteAndWait(ptxas, argv, std::nullopt, redirects, 0, 0,
+                                     &execError);
   std::string ptxasLog;
   if (auto buf = llvm::MemoryBuffer::getFile(err))
     ptxasLog = (*buf)->getBuffer().str();
@@ -271,10 +270,9 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     k["alignment"] = plan.alignment;
     k["vector_elems"] = plan.vectorElems;
     k["vector_bytes"] = plan.vectorBytes;
-    k["launch"] = llvm::json::Object{
-        {"threads_x", plan.threadsX},
-        {"tokens_per_block", plan.tokensPerBlock},
-        {"chunks_per_token", plan.chunksPerToken}};
+    k["launch"] = llvm::json::Object{{"threads_x", plan.threadsX},
+                                     {"tokens_per_block", plan.tokensPerBlock},
+                                     {"chunks_per_token", plan.chunksPerToken}};
     llvm::json::Array params;
     for (const std::string &p : plan.params)
       params.push_back(p);
@@ -341,8 +339,8 @@ FailureOr<HostKernels> kvgen::compileForHost(ModuleOp module) {
 
   HostKernels result;
   result.plans = collectPlans(module);
-  result.bundle = writeBundle(result.plans, GPUTargetOptions(), /*ptx=*/"",
-                              std::nullopt);
+  result.bundle =
+      writeBundle(result.plans, GPUTargetOptions(), /*ptx=*/"", std::nullopt);
   PassManager pm(module.getContext());
   buildLoopsPipeline(pm);
   buildHostPipeline(pm);

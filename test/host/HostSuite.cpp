@@ -27,8 +27,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace kvgen;
 using namespace kvgen::conformance;
@@ -55,6 +58,31 @@ public:
     return std::aligned_alloc(256, ((bytes + 255) / 256) * 256 + 256);
   }
   void deallocate(void *pointer) override { std::free(pointer); }
+  // The padding case's fence: a PROT_NONE page right after the buffer, so a
+  // kernel that reads a padding token's K/V faults here as it would under
+  // compute-sanitizer on the GPU.
+  void *allocateFenced(size_t bytes) override {
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t mapped = (bytes + page - 1) / page * page;
+    void *base = mmap(nullptr, mapped + page, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+      return nullptr;
+    if (mprotect(static_cast<char *>(base) + mapped, page, PROT_NONE) != 0) {
+      munmap(base, mapped + page);
+      return nullptr;
+    }
+    char *pointer = static_cast<char *>(base) + mapped - bytes;
+    fenced[pointer] = {base, mapped + page};
+    return pointer;
+  }
+  void deallocateFenced(void *pointer) override {
+    auto it = fenced.find(pointer);
+    if (it == fenced.end())
+      return;
+    munmap(it->second.first, it->second.second);
+    fenced.erase(it);
+  }
   bool copyToDevice(void *dst, const void *src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
     return true;
@@ -102,8 +130,7 @@ private:
   bool compile(llvm::StringRef text) {
     release();
     auto start = std::chrono::steady_clock::now();
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        parseDescription(text, &context);
+    mlir::OwningOpRef<mlir::ModuleOp> module = parseDescription(text, &context);
     if (!module)
       return false;
     mlir::FailureOr<HostKernels> compiled = compileForHost(*module);
@@ -116,18 +143,16 @@ private:
     const std::string &json = kernels->getBundle();
     if (kvrt_bundle_load_memory(json.data(), json.size(), &bundle) !=
         KVRT_SUCCESS) {
-      error = std::string("kvrt refused the host bundle: ") +
-              kvrt_last_error();
+      error = std::string("kvrt refused the host bundle: ") + kvrt_last_error();
       bundle = nullptr;
       return false;
     }
     for (const KernelPlan &plan : kernels->getPlans()) {
       HostKernels::Entry entry = kernels->lookup(plan.name);
-      if (!entry ||
-          kvrt_bundle_set_host_kernel(bundle, plan.name.c_str(), entry) !=
-              KVRT_SUCCESS) {
-        error = "no host entry point for " + plan.name + ": " +
-                kvrt_last_error();
+      if (!entry || kvrt_bundle_set_host_kernel(bundle, plan.name.c_str(),
+                                                entry) != KVRT_SUCCESS) {
+        error =
+            "no host entry point for " + plan.name + ": " + kvrt_last_error();
         return false;
       }
     }
@@ -135,6 +160,7 @@ private:
   }
 
   mlir::MLIRContext context;
+  std::map<void *, std::pair<void *, size_t>> fenced;
   std::unique_ptr<HostKernels> kernels;
   kvrt_bundle *bundle = nullptr;
   bool fixed = false;
@@ -196,6 +222,9 @@ int main(int argc, char **argv) {
     }
   }
 
+  // A kernel that writes out of bounds can take the process down: keep
+  // every line printed before that.
+  std::cout << std::unitbuf;
   HostBackend backend;
   std::vector<Description> matrix;
   if (useDefault) {

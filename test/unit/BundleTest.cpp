@@ -33,8 +33,7 @@ protected:
 
   /// The host bundle (manifest only) of a kv module's text.
   std::string bundleOf(const std::string &text) {
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        parseDescription(text, &context);
+    mlir::OwningOpRef<mlir::ModuleOp> module = parseDescription(text, &context);
     EXPECT_TRUE(module) << text;
     if (!module)
       return {};
@@ -46,8 +45,8 @@ protected:
 };
 
 std::string cacheFor(const std::string &layout) {
-  std::string geometry = layout == "contiguous" ? "max_seq_len = 300"
-                                                : "block_size = 32";
+  std::string geometry =
+      layout == "contiguous" ? "max_seq_len = 300" : "block_size = 32";
   return "!kv.cache<layout = " + layout + ", " + geometry +
          ", num_kv_heads = 4, head_dim = 64, dtype = f16>";
 }
@@ -55,8 +54,8 @@ std::string cacheFor(const std::string &layout) {
 TEST_F(BundleTest, EveryLayoutLoadsInKvrtWithItsKernels) {
   for (std::string layout : {"contiguous", "paged_nhd", "paged_hnd",
                              "vllm_vectorized", "dual_stacked"}) {
-    std::string text = "module {\n  kv.append @a : " + cacheFor(layout) +
-                       " from f32\n";
+    std::string text =
+        "module {\n  kv.append @a : " + cacheFor(layout) + " from f32\n";
     if (layout != "contiguous")
       text += "  kv.slot_mapping @s : " + cacheFor(layout) +
               "\n  kv.fused_append @f : " + cacheFor(layout) + " from f16\n";
@@ -78,8 +77,8 @@ TEST_F(BundleTest, EveryLayoutLoadsInKvrtWithItsKernels) {
         EXPECT_EQ(kind, "slot_mapping");
       else
         EXPECT_EQ(kind, "fused_append") << name;
-      bool scalar = name.size() > 7 &&
-                    name.compare(name.size() - 7, 7, "_scalar") == 0;
+      bool scalar =
+          name.size() > 7 && name.compare(name.size() - 7, 7, "_scalar") == 0;
       if (name != "s")
         EXPECT_EQ(variant, scalar ? "scalar" : "vector") << name;
     }
@@ -88,8 +87,9 @@ TEST_F(BundleTest, EveryLayoutLoadsInKvrtWithItsKernels) {
 }
 
 TEST_F(BundleTest, ManifestRecordsThePlan) {
-  std::string json = bundleOf("module {\n  kv.append @a : " +
-                              cacheFor("vllm_vectorized") + " from f32\n}\n");
+  std::string json =
+      bundleOf("module {\n  kv.append @a : " + cacheFor("vllm_vectorized") +
+               " from f32\n}\n");
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   ASSERT_TRUE(bool(parsed));
   const llvm::json::Object *kernel =
@@ -109,8 +109,8 @@ TEST_F(BundleTest, ManifestRecordsThePlan) {
 }
 
 TEST_F(BundleTest, KvrtRefusesAParameterListThatDriftedFromTheABI) {
-  std::string json = bundleOf("module {\n  kv.append @a : " +
-                              cacheFor("paged_nhd") + " from f16\n}\n");
+  std::string json = bundleOf(
+      "module {\n  kv.append @a : " + cacheFor("paged_nhd") + " from f16\n}\n");
   std::string needle = "\"num_blocks\"";
   size_t at = json.find(needle);
   ASSERT_NE(at, std::string::npos);

@@ -34,8 +34,8 @@ using namespace kvgen;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory kvgenCategory("kvgen options");
-static cl::OptionCategory descCategory(
-    "Description flags (instead of an input file)");
+static cl::OptionCategory
+    descCategory("Description flags (instead of an input file)");
 
 static cl::opt<std::string> inputFilename(cl::Positional,
                                           cl::desc("<description.mlir>"),
@@ -71,8 +71,7 @@ static cl::opt<Target> target(
 static cl::opt<std::string> chip("kvgen-chip", cl::desc("GPU chip"),
                                  cl::init("sm_90"), cl::cat(kvgenCategory));
 static cl::alias chipAlias("chip", cl::aliasopt(chip), cl::desc("Alias"));
-static cl::opt<std::string> features("kvgen-features",
-                                     cl::desc("PTX features"),
+static cl::opt<std::string> features("kvgen-features", cl::desc("PTX features"),
                                      cl::init("+ptx80"),
                                      cl::cat(kvgenCategory));
 static cl::opt<bool> withCubin("with-cubin",
@@ -95,9 +94,8 @@ static cl::opt<int64_t> blockSizeFlag("block-size", cl::desc("Block size"),
 static cl::opt<int64_t>
     maxSeqLenFlag("max-seq-len", cl::desc("max_seq_len (contiguous layout)"),
                   cl::init(0), cl::cat(descCategory));
-static cl::opt<int64_t> numKvHeadsFlag("num-kv-heads",
-                                       cl::desc("KV heads"), cl::init(8),
-                                       cl::cat(descCategory));
+static cl::opt<int64_t> numKvHeadsFlag("num-kv-heads", cl::desc("KV heads"),
+                                       cl::init(8), cl::cat(descCategory));
 static cl::opt<int64_t> headDimFlag("head-dim", cl::desc("Head dim"),
                                     cl::init(128), cl::cat(descCategory));
 static cl::opt<std::string> dtypeFlag("dtype",
@@ -106,8 +104,7 @@ static cl::opt<std::string> dtypeFlag("dtype",
                                       cl::init("bf16"), cl::cat(descCategory));
 static cl::opt<std::string> cacheDtypeFlag("cache-dtype",
                                            cl::desc("Dtype of the cache"),
-                                           cl::init(""),
-                                           cl::cat(descCategory));
+                                           cl::init(""), cl::cat(descCategory));
 static cl::opt<std::string>
     quantFlag("quant",
               cl::desc("Quantization: kind,granularity,mode (e.g. "
@@ -126,11 +123,9 @@ static cl::opt<std::string> nameFlag("name",
 
 /// True when any description flag was given on the command line.
 static bool descriptionFlagsGiven() {
-  for (cl::Option *o :
-       std::initializer_list<cl::Option *>{
+  for (cl::Option *o : std::initializer_list<cl::Option *>{
            &layoutFlag, &blockSizeFlag, &maxSeqLenFlag, &numKvHeadsFlag,
-           &headDimFlag, &dtypeFlag, &cacheDtypeFlag, &quantFlag,
-           &kernelsFlag})
+           &headDimFlag, &dtypeFlag, &cacheDtypeFlag, &quantFlag, &kernelsFlag})
     if (o->getNumOccurrences())
       return true;
   return false;
@@ -143,8 +138,8 @@ static FailureOr<std::string> descriptionFromFlags() {
                   ArrayRef<StringRef> allowed) -> LogicalResult {
     if (llvm::is_contained(allowed, value))
       return success();
-    llvm::errs() << "kvgen: --" << flag << "=" << value
-                 << ": expected one of " << llvm::join(allowed, ", ") << "\n";
+    llvm::errs() << "kvgen: --" << flag << "=" << value << ": expected one of "
+                 << llvm::join(allowed, ", ") << "\n";
     return failure();
   };
   std::string layout =
@@ -294,9 +289,9 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   case Stage::Cubin:
     return writeOutput(*cubin);
   case Stage::Bundle:
-    return writeOutput(writeBundle(
-        plans, gpuOptions, *ptx,
-        withCubin ? std::optional<StringRef>(*cubin) : std::nullopt));
+    return writeOutput(writeBundle(plans, gpuOptions, *ptx,
+                                   withCubin ? std::optional<StringRef>(*cubin)
+                                             : std::nullopt));
   case Stage::Header:
     return writeOutput(writeBundleHeader(
         writeBundle(plans, gpuOptions, *ptx,
@@ -314,8 +309,8 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  cl::HideUnrelatedOptions({&kvgenCategory, &descCategory,
-                            &cl::getGeneralCategory()});
+  cl::HideUnrelatedOptions(
+      {&kvgenCategory, &descCategory, &cl::getGeneralCategory()});
   cl::ParseCommandLineOptions(argc, argv,
                               "kvgen: KV-cache append kernels from a cache "
                               "description\n");

@@ -1,4 +1,5 @@
-//===- KernelPlan.h - what kernels a kv op becomes, and their launch -*- C++ -*-===//
+//===- KernelPlan.h - what kernels a kv op becomes, and their launch -*- C++
+//-*-===//
 //
 // One place decides, for each kv op, which kernels are generated, their
 // vector width, their launch geometry and their logical parameter list.

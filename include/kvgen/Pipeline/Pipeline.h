@@ -69,8 +69,8 @@ mlir::FailureOr<std::string> serializeToPTX(mlir::ModuleOp module,
 /// Runs ptxas on `ptx` for `chip`; returns the cubin, or failure with ptxas's
 /// log (and the command that reproduces it) in `log`. `verboseLog`, if given,
 /// receives ptxas -v's resource report.
-mlir::FailureOr<std::string> runPtxas(llvm::StringRef ptx,
-                                      llvm::StringRef chip, std::string &log,
+mlir::FailureOr<std::string> runPtxas(llvm::StringRef ptx, llvm::StringRef chip,
+                                      std::string &log,
                                       std::string *verboseLog = nullptr);
 
 /// The bundle JSON (docs/KERNEL-ABI.md). `ptx` may be empty (host bundles).

@@ -1,4 +1,5 @@
-/*===- kvrt.h - kvgen runtime: load, validate, launch KV-cache appends -----===*\
+/*===- kvrt.h - kvgen runtime: load, validate, launch KV-cache appends
+-----===*\
 |*                                                                            *|
 |* The C ABI of kvrt. It needs no MLIR, no LLVM and no CUDA toolkit: the      *|
 |* driver is reached through libcuda.so.1 at run time, so an application      *|
@@ -31,8 +32,8 @@ typedef enum kvrt_status {
   KVRT_ERROR_NO_DRIVER = 4,        /* libcuda.so.1 could not be loaded */
   KVRT_ERROR_NO_DEVICE = 5,        /* the driver reports no usable device */
   KVRT_ERROR_UNSUPPORTED_DEVICE = 6, /* compute capability below the target */
-  KVRT_ERROR_DRIVER = 7,           /* a driver call failed (message has it) */
-  KVRT_ERROR_IO = 8,               /* a file could not be read */
+  KVRT_ERROR_DRIVER = 7,             /* a driver call failed (message has it) */
+  KVRT_ERROR_IO = 8,                 /* a file could not be read */
 } kvrt_status;
 
 /* The message of the calling thread's last failed call ("" if none). */

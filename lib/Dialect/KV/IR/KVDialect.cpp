@@ -93,10 +93,9 @@ Type QuantAttr::getStorageType(MLIRContext *context) const {
   llvm_unreachable("unknown quantization kind");
 }
 
-LogicalResult
-QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                  QuantKind kind, ScaleGranularity granularity,
-                  ScaleMode mode) {
+LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                QuantKind kind, ScaleGranularity granularity,
+                                ScaleMode mode) {
   // A scale computed in the kernel must be computable from what one program
   // sees: a per-tensor amax needs a reduction over every token of the launch,
   // and a per-block scale would have to rescale tokens written by earlier
@@ -123,13 +122,14 @@ int64_t CacheType::getTokensPerBlock() const {
 
 int64_t CacheType::getX() const { return 16 / getElementBytes(getDtype()); }
 
-bool CacheType::isPaged() const { return getLayout() != LayoutKind::Contiguous; }
+bool CacheType::isPaged() const {
+  return getLayout() != LayoutKind::Contiguous;
+}
 
-LogicalResult
-CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
-                  LayoutKind layout, int64_t blockSize, int64_t maxSeqLen,
-                  int64_t numKvHeads, int64_t headDim, Type dtype,
-                  QuantAttr quant) {
+LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                LayoutKind layout, int64_t blockSize,
+                                int64_t maxSeqLen, int64_t numKvHeads,
+                                int64_t headDim, Type dtype, QuantAttr quant) {
   if (numKvHeads <= 0)
     return emitError() << "num_kv_heads must be positive, got " << numKvHeads;
   if (headDim <= 0)
@@ -189,8 +189,8 @@ static LogicalResult verifyKernelName(Operation *op, StringRef name) {
   auto isIdentChar = [](char c) { return llvm::isAlnum(c) || c == '_'; };
   if (name.empty() || llvm::isDigit(name.front()) ||
       !llvm::all_of(name, isIdentChar))
-    return op->emitOpError() << "kernel name '" << name
-                             << "' must be a C identifier";
+    return op->emitOpError()
+           << "kernel name '" << name << "' must be a C identifier";
   return success();
 }
 
@@ -198,8 +198,8 @@ static LogicalResult verifyKernelName(Operation *op, StringRef name) {
 static LogicalResult verifySourceType(Operation *op, CacheType cache,
                                       Type source) {
   if (!isPlainFloat(source))
-    return op->emitOpError() << "source dtype must be f32, f16 or bf16, got "
-                             << source;
+    return op->emitOpError()
+           << "source dtype must be f32, f16 or bf16, got " << source;
   if (cache.getQuant())
     return success();
   Type dtype = cache.getDtype();
