@@ -137,6 +137,43 @@ TEST_F(GpuPathTest, CurrentContextOnAnotherDevice) {
                   "context is on device 1"});
 }
 
+TEST_F(GpuPathTest, OnePrimaryContextAndModulePerDevice) {
+  state->deviceCount = 2;
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  void *cuda0 = state->launchContext;
+  // No current context: the device comes from the tensors' DLPack device.
+  moveAllTo({kDLCUDA, 1});
+  state->pointerOrdinal = 1;
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(state->primaryRetains, 2);
+  EXPECT_EQ(state->moduleLoads, 2);
+  EXPECT_NE(state->launchContext, cuda0);
+  EXPECT_EQ(state->lastLoadContext, state->launchContext);
+  EXPECT_EQ(state->current, nullptr) << "the pushed context was popped";
+  // Back on cuda:0: its context and module are reused.
+  moveAllTo({kDLCUDA, 0});
+  state->pointerOrdinal = 0;
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(state->launchContext, cuda0);
+  EXPECT_EQ(state->primaryRetains, 2);
+  EXPECT_EQ(state->moduleLoads, 2);
+  EXPECT_EQ(state->launches, 3);
+  bundle.reset();
+  EXPECT_EQ(state->moduleUnloads, 2);
+  EXPECT_EQ(state->primaryReleases, 2);
+}
+
+TEST_F(GpuPathTest, TensorsOnTwoDevicesTouchNoDriver) {
+  state->deviceCount = 2;
+  for (HostTensor *tensor : {&key, &value, &slots})
+    tensor->get()->device = {kDLCUDA, 1};
+  expectNoLaunch(append(), KVRT_ERROR_INVALID_ARGUMENT,
+                 {"key_cache: on cuda:0 but key is on cuda:1"});
+  EXPECT_EQ(state->pointerQueries, 0);
+  EXPECT_EQ(state->primaryRetains, 0);
+  EXPECT_EQ(state->moduleLoads, 0);
+}
+
 TEST_F(GpuPathTest, DeviceOutOfRange) {
   moveAllTo({kDLCUDA, 3});
   expectNoLaunch(append(), KVRT_ERROR_INVALID_ARGUMENT,

@@ -217,6 +217,22 @@ TEST_F(LaunchTest, TwoGpus) {
                 {"value_cache: on cuda:1 but key_cache is on cuda:0"});
 }
 
+TEST_F(LaunchTest, InputsOnAnotherGpuThanTheCaches) {
+  moveAllTo({kDLCUDA, 0});
+  for (HostTensor *tensor : {&key, &value, &slots})
+    tensor->get()->device = {kDLCUDA, 1};
+  // Refused by validation, naming both tensors, before any driver is needed.
+  expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"key_cache: on cuda:0 but key is on cuda:1",
+                 "all tensors of a launch must be on one device"});
+  value.get()->device = {kDLCUDA, 0};
+  slots.get()->device = {kDLCUDA, 0};
+  expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"value: on cuda:0 but key is on cuda:1"});
+  expectRefused(fused(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"value: on cuda:0 but key is on cuda:1"});
+}
+
 TEST_F(LaunchTest, CacheOnAnotherDeviceThanInputs) {
   keyCache.get()->device = {kDLCPU, 1};
   valueCache.get()->device = {kDLCPU, 1};

@@ -71,8 +71,9 @@ bool CudaBackend::check(cudaError_t status, const char *what) {
   return false;
 }
 
-bool CudaBackend::init(kvrt_bundle *bundle, std::string &message) {
+bool CudaBackend::init(kvrt_bundle *bundle, std::string &message, int device) {
   this->bundle = bundle;
+  deviceId = device;
   // cudaFree(0) creates the primary context and makes it current, which is
   // the context kvrt finds and loads its modules in.
   if (!check(cudaSetDevice(deviceId), "cudaSetDevice") ||

@@ -24,9 +24,12 @@ std::string noDeviceReason();
 
 class CudaBackend : public conformance::Backend {
 public:
-  /// Makes device 0's primary context current (kvrt launches in the current
-  /// context) and creates the stream. `bundle` stays owned by the caller.
-  bool init(kvrt_bundle *bundle, std::string &error);
+  /// Makes `device`'s primary context current on the calling thread (kvrt
+  /// launches in the current context) and creates the stream there.
+  /// `bundle` stays owned by the caller. Memory is allocated on the calling
+  /// thread's current device: use a backend of another device than 0 from a
+  /// thread that keeps that device current (the multi-GPU test does).
+  bool init(kvrt_bundle *bundle, std::string &error, int device = 0);
   ~CudaBackend() override;
 
   DLDevice device() const override { return DLDevice{kDLCUDA, deviceId}; }

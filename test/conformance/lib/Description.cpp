@@ -239,6 +239,9 @@ std::vector<Description> conformanceMatrix() {
   matrix.push_back(make(Kind::FusedAppend, Layout::PagedNHD, 16, 8, 128,
                         DType::BF16, DType::BF16,
                         "gpu_fused_append_paged_nhd"));
+  // The 2-GPU head-shard test's per-rank kernel: half of the 8 heads above.
+  matrix.push_back(make(Kind::Append, Layout::PagedNHD, 16, 4, 128, DType::BF16,
+                        DType::BF16, "gpu_append_paged_nhd_h4"));
   return matrix;
 }
 

@@ -438,9 +438,23 @@ TensorView CacheSet::hostView(CacheSide side, unsigned char *base) const {
 
 void CacheSet::expectAppend(const SourceSet &source,
                             const std::vector<int64_t> &slots) {
-  appendReference(desc, source.hostKey(), source.hostValue(), slots.data(),
+  expectAppend(source.hostKey(), source.hostValue(), slots);
+}
+
+void CacheSet::expectAppend(const TensorView &key, const TensorView &value,
+                            const std::vector<int64_t> &slots) {
+  appendReference(desc, key, value, slots.data(),
                   hostView(CacheSide::Key, expected.data()),
                   hostView(CacheSide::Value, expected.data()));
+}
+
+bool CacheSet::readBack(std::vector<unsigned char> &image, std::string &error) {
+  image.resize(expected.size());
+  if (!backend->copyToHost(image.data(), device.get(), image.size())) {
+    error = "copying the cache back failed: " + backend->lastError();
+    return false;
+  }
+  return true;
 }
 
 /// The index of the element `offset` elements from a view's first element,

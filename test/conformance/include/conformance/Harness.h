@@ -169,6 +169,10 @@ public:
 
   /// Applies appendReference() to the expected image.
   void expectAppend(const SourceSet &source, const std::vector<int64_t> &slots);
+  /// The same with K and V as host views ([num_tokens, H, D] of the source
+  /// dtype): a head shard of a wider source, say.
+  void expectAppend(const TensorView &key, const TensorView &value,
+                    const std::vector<int64_t> &slots);
 
   /// Copies the device storage back and compares every byte (guards and
   /// gaps included) with the expected image. On a difference, `report` names
@@ -176,9 +180,17 @@ public:
   bool check(std::string &report, int maxShown = 5);
   size_t storageBytes() const { return expected.size(); }
 
+  /// The device storage copied back whole (guards included), laid out as
+  /// poisonImage() is.
+  bool readBack(std::vector<unsigned char> &image, std::string &error);
+  /// What the storage held after create() or reset().
+  const std::vector<unsigned char> &poisonImage() const { return poison; }
+  /// The K or V cache (dual_stacked: the one kv tensor) inside `base`, an
+  /// image of the storage (a copy of poisonImage(), or from readBack()).
+  TensorView hostView(CacheSide side, unsigned char *base) const;
+
 private:
   std::string describeByte(size_t byte) const;
-  TensorView hostView(CacheSide side, unsigned char *base) const;
 
   Backend *backend = nullptr;
   Description desc;
