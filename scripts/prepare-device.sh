@@ -11,7 +11,7 @@ build=${KVGEN_BUILD_DIR:-build}
 dst=.device-carry
 rm -rf "$dst"
 mkdir -p "$dst/bin" "$dst/lib" "$dst/bench"
-for b in kvgen-gpu-suite kvgen-multi-gpu-test kvbench paged_append; do
+for b in kvgen-gpu-suite kvgen-multi-gpu-test kvbench kvrt-example-paged-append; do
   [ -x "$build/bin/$b" ] && cp "$build/bin/$b" "$dst/bin/"
 done
 cp "$build"/bin/*.bundle.json "$dst/bin/"
