@@ -17,6 +17,7 @@
 #include "conformance/Backend.h"
 #include "conformance/Conformance.h"
 #include "conformance/Description.h"
+#include "conformance/HostMemory.h"
 
 #include "kvgen/Pipeline/Pipeline.h"
 
@@ -24,22 +25,17 @@
 #include "mlir/IR/MLIRContext.h"
 
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <sstream>
-#include <sys/mman.h>
-#include <unistd.h>
 
 using namespace kvgen;
 using namespace kvgen::conformance;
 
 namespace {
 
-/// Host memory and JIT-compiled kernels behind the conformance Backend.
-class HostBackend : public Backend {
+/// Host memory (the conformance library's) and JIT-compiled kernels.
+class HostBackend : public HostMemoryBackend {
 public:
   HostBackend() : context(makeRegistry()) {
     context.loadAllAvailableDialects();
@@ -51,52 +47,6 @@ public:
   }
   ~HostBackend() override { release(); }
 
-  DLDevice device() const override { return {kDLCPU, 0}; }
-  void *allocate(size_t bytes) override {
-    // 256 bytes, like cudaMalloc, so the vector variant's promise holds for
-    // whole allocations exactly as it does on the GPU.
-    return std::aligned_alloc(256, ((bytes + 255) / 256) * 256 + 256);
-  }
-  void deallocate(void *pointer) override { std::free(pointer); }
-  // The padding case's fence: a PROT_NONE page right after the buffer, so a
-  // kernel that reads a padding token's K/V faults here as it would under
-  // compute-sanitizer on the GPU.
-  void *allocateFenced(size_t bytes) override {
-    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t mapped = (bytes + page - 1) / page * page;
-    void *base = mmap(nullptr, mapped + page, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED)
-      return nullptr;
-    if (mprotect(static_cast<char *>(base) + mapped, page, PROT_NONE) != 0) {
-      munmap(base, mapped + page);
-      return nullptr;
-    }
-    char *pointer = static_cast<char *>(base) + mapped - bytes;
-    fenced[pointer] = {base, mapped + page};
-    return pointer;
-  }
-  void deallocateFenced(void *pointer) override {
-    auto it = fenced.find(pointer);
-    if (it == fenced.end())
-      return;
-    munmap(it->second.first, it->second.second);
-    fenced.erase(it);
-  }
-  bool copyToDevice(void *dst, const void *src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return true;
-  }
-  bool copyToHost(void *dst, const void *src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return true;
-  }
-  bool fill(void *dst, unsigned char byte, size_t bytes) override {
-    std::memset(dst, byte, bytes);
-    return true;
-  }
-  kvrt_stream stream() override { return nullptr; }
-  bool synchronize() override { return true; }
   std::string lastError() const override { return error; }
 
   kvrt_bundle *bundleFor(const Description &desc) override {
@@ -160,7 +110,6 @@ private:
   }
 
   mlir::MLIRContext context;
-  std::map<void *, std::pair<void *, size_t>> fenced;
   std::unique_ptr<HostKernels> kernels;
   kvrt_bundle *bundle = nullptr;
   bool fixed = false;

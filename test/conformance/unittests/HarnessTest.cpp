@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "conformance/Harness.h"
+#include "conformance/HostMemory.h"
 
 #include "conformance/Float16.h"
 
@@ -16,60 +17,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <sys/mman.h>
-#include <unistd.h>
 
 using namespace kvgen::conformance;
 
 namespace {
-
-/// Plain host memory standing in for a device.
-class HostMemoryBackend : public Backend {
-public:
-  DLDevice device() const override { return DLDevice{kDLCPU, 0}; }
-  void *allocate(size_t bytes) override {
-    return std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  }
-  void deallocate(void *pointer) override { std::free(pointer); }
-  // The fence is a PROT_NONE page right after the buffer.
-  void *allocateFenced(size_t bytes) override {
-    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t mapped = (bytes + page - 1) / page * page;
-    void *base = mmap(nullptr, mapped + page, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED)
-      return nullptr;
-    mprotect(static_cast<char *>(base) + mapped, page, PROT_NONE);
-    char *pointer = static_cast<char *>(base) + mapped - bytes;
-    fencedSizes[pointer] = {base, mapped + page};
-    return pointer;
-  }
-  void deallocateFenced(void *pointer) override {
-    auto it = fencedSizes.find(pointer);
-    munmap(it->second.first, it->second.second);
-    fencedSizes.erase(it);
-  }
-  bool copyToDevice(void *dst, const void *src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return true;
-  }
-  bool copyToHost(void *dst, const void *src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return true;
-  }
-  bool fill(void *dst, unsigned char byte, size_t bytes) override {
-    std::memset(dst, byte, bytes);
-    return true;
-  }
-  kvrt_bundle *bundleFor(const Description &) override { return nullptr; }
-  kvrt_stream stream() override { return nullptr; }
-  bool synchronize() override { return true; }
-  std::string lastError() const override { return ""; }
-
-private:
-  std::map<void *, std::pair<void *, size_t>> fencedSizes;
-};
 
 TensorView viewOf(const DLTensor *t, DType dtype) {
   TensorView view;
