@@ -283,21 +283,18 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
       llvm::errs() << report;
     cubin = *assembled;
   }
-  switch (emit) {
-  case Stage::PTX:
+  if (emit == Stage::PTX)
     return writeOutput(*ptx);
-  case Stage::Cubin:
+  if (emit == Stage::Cubin)
     return writeOutput(*cubin);
+  std::string bundle =
+      writeBundle(plans, gpuOptions, *ptx,
+                  withCubin ? std::optional<StringRef>(*cubin) : std::nullopt);
+  switch (emit) {
   case Stage::Bundle:
-    return writeOutput(writeBundle(plans, gpuOptions, *ptx,
-                                   withCubin ? std::optional<StringRef>(*cubin)
-                                             : std::nullopt));
+    return writeOutput(bundle);
   case Stage::Header:
-    return writeOutput(writeBundleHeader(
-        writeBundle(plans, gpuOptions, *ptx,
-                    withCubin ? std::optional<StringRef>(*cubin)
-                              : std::nullopt),
-        nameFlag));
+    return writeOutput(writeBundleHeader(bundle, nameFlag));
   default:
     llvm_unreachable("stage handled above");
   }
