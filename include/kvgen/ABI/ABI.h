@@ -1,0 +1,334 @@
+//===- ABI.h - the kernel ABI's vocabulary, defined once --------*- C++ -*-===//
+//
+// The names and parameter lists that the compiler writes into a bundle and
+// kvrt reads back: layouts, dtypes, kernel kinds, quantization, and the
+// parameters of each kernel kind (the .def files beside this header). The
+// compiler, kvrt and kvbench all use it; it depends on nothing but the C++17
+// standard library, so kvrt builds without MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVGEN_ABI_ABI_H
+#define KVGEN_ABI_ABI_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace kvgen::abi {
+
+/// The bundle format version this vocabulary describes. Version 2 added
+/// quantization (cache.quant, scale parameters) and the gather kind.
+inline constexpr int kBundleVersion = 2;
+
+enum class Layout {
+#define KVGEN_ABI_LAYOUT(Id, Name) Id,
+#include "kvgen/ABI/Layouts.def"
+};
+
+enum class DType {
+#define KVGEN_ABI_DTYPE(Id, Name, Bytes) Id,
+#include "kvgen/ABI/DTypes.def"
+};
+
+enum class KernelKind {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name) Id,
+#include "kvgen/ABI/KernelKinds.def"
+};
+
+enum class Variant { Vector, Scalar };
+
+enum class QuantKind {
+#define KVGEN_ABI_QUANT_KIND(Id, Name, QMax) Id,
+#include "kvgen/ABI/Quant.def"
+};
+
+enum class ScaleGranularity {
+#define KVGEN_ABI_SCALE_GRANULARITY(Id, Name) Id,
+#include "kvgen/ABI/Quant.def"
+};
+
+enum class ScaleMode {
+#define KVGEN_ABI_SCALE_MODE(Id, Name) Id,
+#include "kvgen/ABI/Quant.def"
+};
+
+/// Which optional parameter groups a description's kernels take.
+enum class Quantization { None, Static, Dynamic };
+
+enum class Param {
+#define KVGEN_ABI_PARAM(Id, Name, Role, Element) Id,
+#include "kvgen/ABI/Params.def"
+};
+
+enum class ParamRole { Buffer, Scalar };
+/// What a buffer parameter's elements are (None for scalars).
+enum class ParamElement { Source, Cache, Output, F32, I32, I64, None };
+enum class ParamWhen { Always, QuantStatic, QuantDynamic };
+
+struct ParamInfo {
+  Param id;
+  const char *name;
+  ParamRole role;
+  ParamElement element;
+};
+
+struct KernelParam {
+  KernelKind kind;
+  Param id;
+  ParamWhen when;
+};
+
+inline constexpr ParamInfo kParams[] = {
+#define KVGEN_ABI_PARAM(Id, Name, Role, Element)                               \
+  {Param::Id, Name, ParamRole::Role, ParamElement::Element},
+#include "kvgen/ABI/Params.def"
+};
+
+inline constexpr KernelParam kKernelParams[] = {
+#define KVGEN_ABI_KERNEL_PARAM(Kind, Id, When)                                 \
+  {KernelKind::Kind, Param::Id, ParamWhen::When},
+#include "kvgen/ABI/Params.def"
+};
+
+//===----------------------------------------------------------------------===//
+// Names
+//===----------------------------------------------------------------------===//
+
+constexpr const char *layoutName(Layout layout) {
+  switch (layout) {
+#define KVGEN_ABI_LAYOUT(Id, Name)                                             \
+  case Layout::Id:                                                             \
+    return Name;
+#include "kvgen/ABI/Layouts.def"
+  }
+  return "?";
+}
+
+constexpr const char *dtypeName(DType dtype) {
+  switch (dtype) {
+#define KVGEN_ABI_DTYPE(Id, Name, Bytes)                                       \
+  case DType::Id:                                                              \
+    return Name;
+#include "kvgen/ABI/DTypes.def"
+  }
+  return "?";
+}
+
+constexpr size_t dtypeBytes(DType dtype) {
+  switch (dtype) {
+#define KVGEN_ABI_DTYPE(Id, Name, Bytes)                                       \
+  case DType::Id:                                                              \
+    return Bytes;
+#include "kvgen/ABI/DTypes.def"
+  }
+  return 0;
+}
+
+constexpr const char *kindName(KernelKind kind) {
+  switch (kind) {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name)                                        \
+  case KernelKind::Id:                                                         \
+    return Name;
+#include "kvgen/ABI/KernelKinds.def"
+  }
+  return "?";
+}
+
+constexpr const char *variantName(Variant variant) {
+  return variant == Variant::Vector ? "vector" : "scalar";
+}
+
+constexpr const char *quantKindName(QuantKind kind) {
+  switch (kind) {
+#define KVGEN_ABI_QUANT_KIND(Id, Name, QMax)                                   \
+  case QuantKind::Id:                                                          \
+    return Name;
+#include "kvgen/ABI/Quant.def"
+  }
+  return "?";
+}
+
+/// The largest magnitude the kind stores: the saturation bound, and the
+/// divisor of a dynamic scale (amax / qmax).
+constexpr float quantMax(QuantKind kind) {
+  switch (kind) {
+#define KVGEN_ABI_QUANT_KIND(Id, Name, QMax)                                   \
+  case QuantKind::Id:                                                          \
+    return QMax;
+#include "kvgen/ABI/Quant.def"
+  }
+  return 0;
+}
+
+constexpr const char *granularityName(ScaleGranularity granularity) {
+  switch (granularity) {
+#define KVGEN_ABI_SCALE_GRANULARITY(Id, Name)                                  \
+  case ScaleGranularity::Id:                                                   \
+    return Name;
+#include "kvgen/ABI/Quant.def"
+  }
+  return "?";
+}
+
+constexpr const char *scaleModeName(ScaleMode mode) {
+  switch (mode) {
+#define KVGEN_ABI_SCALE_MODE(Id, Name)                                         \
+  case ScaleMode::Id:                                                          \
+    return Name;
+#include "kvgen/ABI/Quant.def"
+  }
+  return "?";
+}
+
+constexpr const ParamInfo &paramInfo(Param param) {
+  return kParams[static_cast<size_t>(param)];
+}
+constexpr const char *paramName(Param param) { return paramInfo(param).name; }
+
+//===----------------------------------------------------------------------===//
+// Parsing
+//===----------------------------------------------------------------------===//
+
+/// Sets `*out` to the entry named `name`; false if there is none.
+template <typename Enum, size_t N>
+constexpr bool parseName(const char *const (&names)[N], std::string_view name,
+                         Enum *out) {
+  for (size_t i = 0; i < N; ++i) {
+    if (name == names[i]) {
+      *out = static_cast<Enum>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+inline constexpr const char *kLayoutNames[] = {
+#define KVGEN_ABI_LAYOUT(Id, Name) Name,
+#include "kvgen/ABI/Layouts.def"
+};
+inline constexpr const char *kDTypeNames[] = {
+#define KVGEN_ABI_DTYPE(Id, Name, Bytes) Name,
+#include "kvgen/ABI/DTypes.def"
+};
+inline constexpr const char *kKindNames[] = {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name) Name,
+#include "kvgen/ABI/KernelKinds.def"
+};
+inline constexpr const char *kQuantKindNames[] = {
+#define KVGEN_ABI_QUANT_KIND(Id, Name, QMax) Name,
+#include "kvgen/ABI/Quant.def"
+};
+inline constexpr const char *kGranularityNames[] = {
+#define KVGEN_ABI_SCALE_GRANULARITY(Id, Name) Name,
+#include "kvgen/ABI/Quant.def"
+};
+inline constexpr const char *kScaleModeNames[] = {
+#define KVGEN_ABI_SCALE_MODE(Id, Name) Name,
+#include "kvgen/ABI/Quant.def"
+};
+
+constexpr bool parseLayout(std::string_view name, Layout *out) {
+  return parseName(kLayoutNames, name, out);
+}
+constexpr bool parseDType(std::string_view name, DType *out) {
+  return parseName(kDTypeNames, name, out);
+}
+constexpr bool parseKind(std::string_view name, KernelKind *out) {
+  return parseName(kKindNames, name, out);
+}
+constexpr bool parseQuantKind(std::string_view name, QuantKind *out) {
+  return parseName(kQuantKindNames, name, out);
+}
+constexpr bool parseGranularity(std::string_view name, ScaleGranularity *out) {
+  return parseName(kGranularityNames, name, out);
+}
+constexpr bool parseScaleMode(std::string_view name, ScaleMode *out) {
+  return parseName(kScaleModeNames, name, out);
+}
+
+//===----------------------------------------------------------------------===//
+// Parameter lists
+//===----------------------------------------------------------------------===//
+
+/// Whether a parameter that exists `when` is part of a description
+/// quantized as `quant`.
+constexpr bool isPresent(ParamWhen when, Quantization quant) {
+  switch (when) {
+  case ParamWhen::Always:
+    return true;
+  case ParamWhen::QuantStatic:
+    return quant == Quantization::Static;
+  case ParamWhen::QuantDynamic:
+    return quant == Quantization::Dynamic;
+  }
+  return false;
+}
+
+/// Calls `fn(const ParamInfo &)` for each parameter of `kind`, in ABI order
+/// (buffers first), for a description quantized as `quant`.
+template <typename Fn>
+void forEachParam(KernelKind kind, Quantization quant, Fn &&fn) {
+  for (const KernelParam &p : kKernelParams)
+    if (p.kind == kind && isPresent(p.when, quant))
+      fn(paramInfo(p.id));
+}
+
+/// The number of parameters forEachParam visits, and how many of them are
+/// buffers.
+constexpr size_t countParams(KernelKind kind, Quantization quant,
+                             size_t *buffers = nullptr) {
+  size_t total = 0, numBuffers = 0;
+  for (const KernelParam &p : kKernelParams) {
+    if (p.kind != kind || !isPresent(p.when, quant))
+      continue;
+    ++total;
+    if (paramInfo(p.id).role == ParamRole::Buffer)
+      ++numBuffers;
+  }
+  if (buffers)
+    *buffers = numBuffers;
+  return total;
+}
+
+/// The most parameters and buffers any kernel takes: kvrt's fixed-size
+/// launch arrays.
+constexpr size_t maxParams() {
+  size_t most = 0;
+  for (KernelKind kind : {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name) KernelKind::Id,
+#include "kvgen/ABI/KernelKinds.def"
+       })
+    for (Quantization q :
+         {Quantization::None, Quantization::Static, Quantization::Dynamic})
+      most = countParams(kind, q) > most ? countParams(kind, q) : most;
+  return most;
+}
+constexpr size_t maxBuffers() {
+  size_t most = 0;
+  for (KernelKind kind : {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name) KernelKind::Id,
+#include "kvgen/ABI/KernelKinds.def"
+       })
+    for (Quantization q :
+         {Quantization::None, Quantization::Static, Quantization::Dynamic}) {
+      size_t buffers = 0;
+      countParams(kind, q, &buffers);
+      most = buffers > most ? buffers : most;
+    }
+  return most;
+}
+
+// The table's order is the enum's: paramInfo indexes it.
+static_assert(
+    [] {
+      for (size_t i = 0; i < sizeof(kParams) / sizeof(kParams[0]); ++i)
+        if (static_cast<size_t>(kParams[i].id) != i)
+          return false;
+      return true;
+    }(),
+    "kParams must list the parameters in the order of enum Param");
+
+} // namespace kvgen::abi
+
+#endif // KVGEN_ABI_ABI_H
