@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 build=${KVGEN_BUILD_DIR:-build}
-out=${KVGEN_OUT:-out}
+out=${KVGEN_OUT:-$build/out}
 mkdir -p "$out"
 
 echo "== kvgen: the default description"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# scripts/gpu-run.sh WHAT [STAGE_DIR] [OUT_DIR]
+#
+# Runs on a CUDA machine over a folder made by scripts/stage-gpu.sh (default
+# build/gpu-stage); logs go to OUT_DIR (default STAGE_DIR/logs):
+#   suite   the GPU suite, under compute-sanitizer too, and the runtime example
+#   bench   kvbench and the side-by-side comparison (scripts/bench.sh)
+#   all     both
+# The logs are also packed into OUT_DIR/WHAT-logs.tar.gz, and the summaries
+# and plots copied beside it, so that the whole record is a few files.
+#
+# Environment: the limits of scripts/gpu-suite.sh and scripts/bench.sh
+# (GPU_SUITE_TIMEOUT, KVBENCH_BUDGET, ...).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-suite}
+stage=${2:-build/gpu-stage}
+out=${3:-$stage/logs}
+mkdir -p "$out"
+logs=$(mktemp -d)
+export KVGEN_BUILD_DIR=$stage
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+} > "$logs/device.txt" 2>&1
+rc=0
+run_suite() {
+  KVRT_EXAMPLE_BUNDLES="$stage/bin/default.bundle.json" OUT=$1 \
+    bash scripts/gpu-suite.sh "$stage" || rc=$?
+}
+run_bench() {
+  OUT=$1 bash scripts/bench.sh "$stage/bench/bench.bundle.json" || rc=$?
+}
+case $what in
+suite) run_suite "$logs" ;;
+bench) run_bench "$logs" ;;
+all)
+  GPU_SUITE_TIMEOUT=${GPU_SUITE_TIMEOUT:-150} \
+    GPU_SUITE_SANITIZER_TIMEOUT=${GPU_SUITE_SANITIZER_TIMEOUT:-90} \
+    run_suite "$logs/suite"
+  KVBENCH_BUDGET=${KVBENCH_BUDGET:-250} run_bench "$logs/bench"
+  cat "$logs/suite/summary.txt" "$logs/bench/summary.txt" \
+    > "$logs/summary.txt" 2>/dev/null
+  ;;
+*)
+  echo "usage: gpu-run.sh suite|bench|all [STAGE_DIR] [OUT_DIR]" >&2
+  exit 2
+  ;;
+esac
+tar -C "$logs" -czf "$out/$what-logs.tar.gz" .
+for f in summary.txt device.txt; do
+  if [ -f "$logs/$f" ]; then cp "$logs/$f" "$out/$what-$f"; fi
+done
+for f in kvbench-summary.png kvbench-bench_paged_nhd.png; do
+  found=$(find "$logs" -maxdepth 2 -name "$f" | head -n 1)
+  if [ -n "$found" ]; then cp "$found" "$out/"; fi
+done
+exit $rc
