@@ -62,8 +62,8 @@ kv.append @int8_head_recip : !kv.cache<layout = contiguous, max_seq_len = 100,
 // CHECK: scf.if
 // CHECK: %[[AMAX:.*]]:2 = scf.for {{.*}} iter_args
 // CHECK: arith.cmpf olt, %{{.*}}, %[[INF]]
-// CHECK: vector.reduction <maxnumf>
-// CHECK: arith.maxnumf
+// CHECK: vector.reduction <maximumf>
+// CHECK: arith.maximumf
 // CHECK: scf.yield
 // CHECK: %[[KSCALE:.*]] = arith.divf %[[AMAX]]#0, %cst
 // CHECK: %[[POS:.*]] = arith.cmpf ogt, %[[AMAX]]#0
