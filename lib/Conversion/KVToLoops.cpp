@@ -6,6 +6,9 @@
 // over (token, chunk); the host target runs that nest as it is and the GPU
 // target only maps its two induction variables onto hardware indices.
 //
+// The builder's declaration is in KernelBuilder.h; the append and gather
+// bodies (casts, quantization) are in KernelBodies.cpp.
+//
 // The order inside one iteration is part of the kernel contract: the slot is
 // loaded and checked first, and no K or V element is read unless the slot is
 // valid. K and V are both loaded before either is stored, so two loads are in
@@ -15,7 +18,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelBuilder.h"
-#include "Quantize.h"
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/Support/MathExtras.h"

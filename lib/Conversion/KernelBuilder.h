@@ -1,9 +1,8 @@
-//===- KernelBuilder.h - builds one kernel's loop nest from its plan -*- C++
-//-*-===//
+//===- KernelBuilder.h - one kernel's loop nest, from its plan -*- C++ -*-===//
 //
 // The builder kv-to-loops runs for each KernelPlan. Its index math and the
-// unquantized bodies are in KVToLoops.cpp; the quantized append and the
-// gather bodies in KernelBuilderQuant.cpp.
+// slot computation are in KVToLoops.cpp; the append and gather bodies in
+// KernelBodies.cpp.
 //
 //===----------------------------------------------------------------------===//
 

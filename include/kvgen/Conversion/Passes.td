@@ -8,12 +8,14 @@ include "mlir/Pass/PassBase.td"
 def KVToLoops : Pass<"kv-to-loops", "::mlir::ModuleOp"> {
   let summary = "Lower kv kernel descriptions to target-independent loop nests";
   let description = [{
-    Replaces every `kv.append`, `kv.slot_mapping` and `kv.fused_append` with
-    `func.func`s (for appends: a 16-byte `vector` variant `@name` and a
-    `scalar` variant `@name_scalar`) whose body is one `scf.parallel` over
-    tokens x chunks. All layout- and dtype-specific index math happens here;
-    the host and the GPU targets both start from this loop nest. The
-    parameter list is the kernel ABI of docs/KERNEL-ABI.md.
+    Replaces every `kv.append`, `kv.slot_mapping`, `kv.fused_append` and
+    `kv.gather` with `func.func`s (for appends and gathers: a 16-byte
+    `vector` variant `@name` and a `scalar` variant `@name_scalar`) whose
+    body is one `scf.parallel` over tokens x chunks, carrying its launch
+    geometry as `kv.launch = #kv.launch<...>`. All layout-, dtype- and
+    quantization-specific math happens here; the host and the GPU targets
+    both start from this loop nest. The parameter list is the kernel ABI
+    (kvgen/ABI/Params.def, docs/KERNEL-ABI.md).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
@@ -29,8 +31,10 @@ def KVLoopsToGPU : Pass<"kv-loops-to-gpu", "::mlir::ModuleOp"> {
     as a `gpu.func` kernel with the same parameters. Token `t` of the
     `scf.parallel` becomes `block_id.x * tokens_per_block + thread_id.y`, the
     chunk loop strides by `block_dim.x` from `thread_id.x`; the launch
-    geometry comes from the function's `kv.launch` attribute, which the
-    bundle's manifest records too.
+    geometry comes from the function's `kv.launch` attribute (a
+    `#kv.launch`), which the bundle's manifest records too. A function with
+    `kv.name` parameters and no or a bad launch geometry, or a loop that is
+    not the (token, chunk) nest, is an error.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",

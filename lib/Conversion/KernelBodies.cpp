@@ -1,9 +1,13 @@
-//===- KernelBuilderQuant.cpp - quantized appends and the gather ----------===//
+//===- KernelBodies.cpp - the append and gather bodies --------------------===//
 //
-// The bodies whose values go through the quantization convention
-// (docs/CONTRACT.md, "Quantization"): a chunk's static scale, the two passes
-// of a dynamic scale (amax of the group, then quantize and store), and the
-// gather's dequantizing read. The arithmetic itself is in Quantize.cpp.
+// What one iteration of an append or a gather does once its slot is known:
+// move a chunk (or, for a dynamic scale, a whole group of chunks) between
+// the source or output rows and the cache, casting, quantizing or
+// dequantizing on the way (docs/CONTRACT.md, "Quantization"): a chunk's
+// static scale, the two passes of a dynamic scale (amax of the group, then
+// quantize and store, the scale written beside the cache), the gather's
+// dequantizing read. The arithmetic itself is in Quantize.cpp; the index
+// math in KVToLoops.cpp.
 //
 //===----------------------------------------------------------------------===//
 
