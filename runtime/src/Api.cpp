@@ -12,21 +12,7 @@
 #include "Bundle.h"
 #include "Status.h"
 
-#include <exception>
-
 using namespace kvrt::impl;
-
-template <typename Body> static kvrt_status guarded(Body body) {
-  try {
-    return publish(body());
-  } catch (const std::exception &error) {
-    return publish(KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                              "kvrt internal error: %s", error.what()));
-  } catch (...) {
-    return publish(KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                              "kvrt internal error: unknown exception"));
-  }
-}
 
 extern "C" {
 

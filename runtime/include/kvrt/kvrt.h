@@ -34,6 +34,8 @@ typedef enum kvrt_status {
   KVRT_ERROR_UNSUPPORTED_DEVICE = 6, /* compute capability below the target */
   KVRT_ERROR_DRIVER = 7,             /* a driver call failed (message has it) */
   KVRT_ERROR_IO = 8,                 /* a file could not be read */
+  KVRT_ERROR_INTERNAL = 9,           /* a kvrt bug: please report it */
+  KVRT_ERROR_OUT_OF_MEMORY = 10,     /* a host allocation failed */
 } kvrt_status;
 
 /* The message of the calling thread's last failed call ("" if none). */
