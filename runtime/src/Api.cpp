@@ -67,6 +67,10 @@ kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
   return guarded([&] { return setHostKernel(bundle, kernel_name, fn); });
 }
 
+kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled) {
+  return guarded([&] { return setChecked(bundle, enabled); });
+}
+
 kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
                         kvrt_stream stream) {
   return guarded([&] { return append(bundle, args, stream); });

@@ -89,6 +89,13 @@ Status loadBundleFile(const char *path, kvrt_bundle **out) {
   return status;
 }
 
+Status setChecked(kvrt_bundle *bundle, int enabled) {
+  if (!bundle)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
+  bundle->checked.store(enabled != 0, std::memory_order_relaxed);
+  return Status();
+}
+
 Status setHostKernel(kvrt_bundle *bundle, const char *kernelName,
                      kvrt_host_kernel fn) {
   if (!bundle)
@@ -274,6 +281,15 @@ static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
   // Nothing to write; a GPU launch of zero blocks would be an error.
   if (plan.numTokens == 0)
     return Status();
+  if (bundle->checked.load(std::memory_order_relaxed))
+    KVRT_RETURN_IF_ERROR(
+        checkSlots(plan, [&](const TensorView &view, void *out, size_t bytes) {
+          if (plan.device.device_type == kDLCPU) {
+            std::memcpy(out, view.first, bytes);
+            return Status();
+          }
+          return bundle->gpu.copyToHost(plan, view, out, bytes, stream);
+        }));
   return run(*bundle, plan, variant, stream);
 }
 

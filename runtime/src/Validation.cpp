@@ -655,6 +655,9 @@ Status planAppend(const Manifest &manifest, const Operation &operation,
   plan->device = key.tensor->device;
   plan->numTokens = key.shape[0];
   plan->numBuffers = 5;
+  plan->slotMapping = 2;
+  plan->numBlocks = b[3].shape[0];
+  plan->blockSize = kernel.cache.blockSize;
   setPromised(plan, kernel, 0, 1, 3, 4);
   plan->scalars[plan->numScalars++] = plan->numTokens;
   plan->scalars[plan->numScalars++] = b[3].shape[0];
@@ -743,6 +746,11 @@ Status planFusedAppend(const Manifest &manifest, const Operation &operation,
   plan->device = key.tensor->device;
   plan->numTokens = key.shape[0];
   plan->numBuffers = 7;
+  plan->blockTable = 2;
+  plan->queryStartLoc = 3;
+  plan->contextLens = 4;
+  plan->numBlocks = b[5].shape[0];
+  plan->blockSize = kernel.cache.blockSize;
   setPromised(plan, kernel, 0, 1, 5, 6);
   plan->scalars[plan->numScalars++] = plan->numTokens;
   plan->scalars[plan->numScalars++] = b[5].shape[0];

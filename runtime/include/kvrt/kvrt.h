@@ -77,6 +77,15 @@ kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
                                         const char *kernel_name,
                                         kvrt_host_kernel fn);
 
+/* Checked mode, for a developer whose cache looks corrupted: before every
+ * append and fused append, kvrt copies slot_mapping (or the block table and
+ * positions) to the host, synchronizing the stream, and refuses
+ * (KVRT_ERROR_INVALID_ARGUMENT, nothing launched) a slot out of range, a slot
+ * used by two tokens, or a block id past num_blocks, naming the first
+ * offending token. Slow and not graph-capturable. Off by default; the
+ * environment variable KVRT_CHECKED=1 turns it on for every bundle loaded. */
+kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled);
+
 /* Which variant a launch may use. AUTO picks the vector variant when every
  * tensor meets its alignment promise, else the scalar one. */
 typedef enum kvrt_variant {
