@@ -6,8 +6,8 @@
 
 Writes one PNG next to each JSON (same name, .png): decode (us per call in a
 CUDA graph of 100 calls) and prefill (cold device time), the generated kernel
-beside the hand-written reference, with the targets of PERF-TARGETS.md drawn
-in. With several JSONs it also writes a summary of every layout's generated
+beside the hand-written reference, with the targets and peer numbers that
+kvbench judged the run against (its JSON's "targets") drawn in. With several JSONs it also writes a summary of every layout's generated
 kernel (--summary, default kvbench-summary.png beside the first JSON).
 Runs on the GPU machine: matplotlib only, no display.
 """
@@ -23,12 +23,22 @@ import matplotlib
 matplotlib.use("Agg")  # no display on the GPU machine
 import matplotlib.pyplot as plt  # noqa: E402
 
-# PERF-TARGETS.md: the decode and prefill targets, and the best peer
-# measured there (another run's absolute times, drawn for orientation only).
-DECODE_TARGET_US = {1: 1.1, 8: 1.1, 32: 1.1, 512: 2.8}
-PREFILL_TARGET_FRACTION = {4096: 0.75, 16384: 0.95, 65536: 0.95}
-BEST_PEER_DECODE_US = {1: 1.26, 32: 1.36, 128: 1.82, 512: 3.13}
-BEST_PEER_PREFILL_US = {1024: 6.58, 4096: 12.1, 16384: 35.7, 65536: 135}
+
+
+def judged(doc, phase, metric, peer):
+    """{tokens: limit} of the targets (peer=False) or the peer numbers
+    (peer=True) kvbench judged `phase`'s `metric` against (bench/targets.json,
+    as the JSON records them)."""
+    out = {}
+    prefix = "%s " % phase
+    for t in doc.get("targets") or []:
+        what = t.get("target", "")
+        if not what.startswith(prefix) or (" vs " in what) != peer:
+            continue
+        size, _, rest = what[len(prefix):].partition(": ")
+        if rest.split(" vs ")[0] == metric and t.get("limit") is not None:
+            out[int(size)] = float(t["limit"])
+    return dict(sorted(out.items()))
 
 
 def number(value):
@@ -82,18 +92,19 @@ def plot_one(doc, path):
             if not math.isnan(node):
                 ax_us.axhline(node, color="grey", linestyle=":",
                               label="empty kernel, graph node")
-            ax_us.plot(list(DECODE_TARGET_US), list(DECODE_TARGET_US.values()),
+            target = judged(doc, "decode", "graph_us", False)
+            peer = judged(doc, "decode", "graph_us", True)
+            ax_us.plot(list(target), list(target.values()),
                        "v", color="green", label="target (max)")
-            ax_us.plot(list(BEST_PEER_DECODE_US),
-                       list(BEST_PEER_DECODE_US.values()), "x", color="red",
+            ax_us.plot(list(peer), list(peer.values()), "x", color="red",
                        label="best peer (anchor run)")
             ax_us.set_title("decode: us per call in a CUDA graph of 100")
         else:
-            ax_us.plot(list(BEST_PEER_PREFILL_US),
-                       list(BEST_PEER_PREFILL_US.values()), "x", color="red",
+            peer = judged(doc, "prefill", "cold_us", True)
+            target = judged(doc, "prefill", "fraction_of_copy", False)
+            ax_us.plot(list(peer), list(peer.values()), "x", color="red",
                        label="best peer (anchor run)")
-            ax_frac.plot(list(PREFILL_TARGET_FRACTION),
-                         list(PREFILL_TARGET_FRACTION.values()), "^",
+            ax_frac.plot(list(target), list(target.values()), "^",
                          color="green", label="target (min)")
             ax_us.set_title("prefill: cold device time, L2 flushed")
         ax_frac.axhline(1.0, color="grey", linestyle=":")

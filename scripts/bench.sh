@@ -148,7 +148,7 @@ fi
   first=${ran[0]:-}
   for tag in "${ran[@]+"${ran[@]}"}"; do
     [ "$tag" = "$first" ] && continue
-    [ -f "$out/kvbench-$tag.txt" ] && sed '/^targets (PERF-TARGETS/,$d' "$out/kvbench-$tag.txt"
+    [ -f "$out/kvbench-$tag.txt" ] && sed '/^targets of /,$d' "$out/kvbench-$tag.txt"
   done
   [ -n "$first" ] && [ -f "$out/kvbench-$first.txt" ] && cat "$out/kvbench-$first.txt"
   if [ ${#jsons[@]} -gt 0 ]; then
