@@ -66,6 +66,11 @@ json manifestEntry(const kvrt_bundle *bundle, const std::string &bundlePath,
 #endif
 }
 
+bool isAppend(const std::string &kindName) {
+  abi::KernelKind kind;
+  return abi::parseKind(kindName, &kind) && kind == abi::KernelKind::Append;
+}
+
 } // namespace
 
 Description descriptionFromManifest(const json &entry) {
@@ -110,7 +115,8 @@ bool kvrtNameOf(const std::string &name, const std::string &manifestVariant,
   out->manifestName = name;
   out->kvrtName = name;
   out->variant = requested;
-  if (manifestVariant != "scalar")
+  const char *scalar = abi::variantName(abi::Variant::Scalar);
+  if (manifestVariant != scalar)
     return true;
   const std::string suffix = "_scalar";
   if (name.size() <= suffix.size() ||
@@ -119,7 +125,7 @@ bool kvrtNameOf(const std::string &name, const std::string &manifestVariant,
     return false;
   }
   out->kvrtName.resize(name.size() - suffix.size());
-  out->variant = "scalar";
+  out->variant = scalar;
   return true;
 }
 
@@ -134,7 +140,7 @@ KernelChoice pickKernel(kvrt_bundle *bundle, const std::string &bundlePath,
     const std::string kind = kvrt_bundle_kernel_kind(bundle, i);
     const std::string var = kvrt_bundle_kernel_variant(bundle, i);
     names += " " + name + "(" + kind + "," + var + ")";
-    if (kind == "append" && var == "vector")
+    if (isAppend(kind) && var == abi::variantName(abi::Variant::Vector))
       appends.push_back(i);
     if (name == wanted)
       match = i;
@@ -154,7 +160,7 @@ KernelChoice pickKernel(kvrt_bundle *bundle, const std::string &bundlePath,
     std::exit(kExitNoSuchKernel);
   }
   const std::string kind = kvrt_bundle_kernel_kind(bundle, match);
-  if (kind != "append")
+  if (!isAppend(kind))
     fatal("kvbench times append kernels; '" + wanted + "' is a " + kind);
   KernelChoice choice;
   std::string error;

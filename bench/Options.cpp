@@ -3,6 +3,8 @@
 #include "Options.h"
 #include "Support.h"
 
+#include "kvgen/ABI/ABI.h"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -20,8 +22,8 @@ void printUsage() {
       "  --variant V     vector (default), scalar or auto (kvrt's choice)\n"
       "  --layout L      without --bundle: time only the reference and the\n"
       "                  ceilings for the bf16 8x128 block-16 description\n"
-      "                  of layout L (paged_nhd, paged_hnd, contiguous,\n"
-      "                  vllm_vectorized, dual_stacked)\n"
+      "                  of layout L (--list-layouts names them)\n"
+      "  --list-layouts  print the layouts, one a line, and exit\n"
       "  --targets FILE  targets and peer numbers to judge the run against\n"
       "                  (bench/targets.json; default: that file beside the\n"
       "                  binary's build tree, if there is one)\n"
@@ -58,7 +60,11 @@ Options parseOptions(int argc, char **argv) {
       options.seed = std::strtoull(value().c_str(), nullptr, 0);
     else if (arg == "--quick")
       options.quick = true;
-    else if (arg == "-h" || arg == "--help") {
+    else if (arg == "--list-layouts") {
+      for (const char *name : kvgen::abi::kLayoutNames)
+        std::printf("%s\n", name);
+      std::exit(0);
+    } else if (arg == "-h" || arg == "--help") {
       printUsage();
       std::exit(0);
     } else if (!arg.empty() && arg[0] == '-') {

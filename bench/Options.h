@@ -3,6 +3,8 @@
 #ifndef KVGEN_BENCH_OPTIONS_H
 #define KVGEN_BENCH_OPTIONS_H
 
+#include "kvgen/ABI/ABI.h"
+
 #include <cstdint>
 #include <string>
 
@@ -12,8 +14,9 @@ struct Options {
   std::string bundlePath;
   std::string kernel;
   std::string variant = "vector";
-  /// Without --bundle: the layout of the reference-only description.
-  std::string layout = "paged_nhd";
+  /// Without --bundle: the layout of the reference-only description (the
+  /// ABI's name of the default description's layout).
+  std::string layout = kvgen::abi::layoutName(kvgen::abi::Layout::PagedNHD);
   std::string outDir;
   /// The targets and peer numbers to judge against (bench/targets.json);
   /// empty: none are judged.

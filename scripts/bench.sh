@@ -224,7 +224,8 @@ elif [ -f "$main_bundle" ]; then
 else
   echo "bench.sh: NO BUNDLE at $main_bundle: timing the hand-written reference" \
        "and the ceilings only (no generated kernel)"
-  for l in paged_nhd paged_hnd contiguous vllm_vectorized dual_stacked; do
+  # paged_nhd first: the layout the targets are set for.
+  for l in paged_nhd $("$kvbench" --list-layouts | grep -vx paged_nhd); do
     run_kvbench "reference_$l" --layout "$l"
   done
 fi

@@ -21,6 +21,10 @@ expect() { # expect DESCRIPTION COMMAND...
 mkdir -p "$work/build/bin" "$work/build/lib" "$work/build/bench"
 cat > "$work/build/bin/kvbench" <<'STUB'
 #!/usr/bin/env bash
+if [ "$1" = --list-layouts ]; then
+  printf '%s\n' contiguous paged_nhd paged_hnd
+  exit 0
+fi
 echo "$*" >> "$FAKE_LOG"
 kernel=; out=
 while [ $# -gt 0 ]; do
@@ -74,7 +78,17 @@ scripts/bench.sh --budget 10 "$work/build" "$work/none" > "$work/none.txt" 2>&1
 expect "out of time: nothing runs" test ! -s "$work/log"
 expect "out of time: said so" grep -q "SKIPPED: bench_paged_nhd (out of time" "$work/none.txt"
 
+# No bundle: the reference of every layout kvbench knows, paged_nhd first.
+mv "$bundle" "$bundle.away"
+: > "$work/log"
+scripts/bench.sh "$work/build" "$work/ref" > "$work/ref.txt" 2>&1
+mv "$bundle.away" "$bundle"
+expect "no bundle: said so" grep -q "NO BUNDLE" "$work/ref.txt"
+expect "no bundle: the references, paged_nhd first" \
+  test "$(cut -d' ' -f2 "$work/log" | tr '\n' ' ')" = "paged_nhd contiguous paged_hnd "
+
 # Bad arguments: a message and status 2, nothing run.
+: > "$work/log"
 for bad in "--budget abc" "--budget" "--frobnicate" "a b c"; do
   # shellcheck disable=SC2086 # the words are the arguments
   scripts/bench.sh $bad > "$work/bad.txt" 2>&1
