@@ -165,11 +165,19 @@ class Timer:
         (at most max_graphs graphs)."""
         count = min(-(-sets // sbs.GRAPH_CALLS), self.reps["max_graphs"])
         graphs = []
+        torch.cuda.synchronize()
+        # capture_begin/end on the current (non-default) stream, not
+        # torch.cuda.graph(), which collects garbage before every capture:
+        # hundreds of graphs would spend seconds in the collector.
+        assert torch.cuda.current_stream() == self.stream
         for g in range(count):
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=self.stream):
+            graph.capture_begin(pool=graphs[0].pool() if graphs else None)
+            try:
                 for j in range(sbs.GRAPH_CALLS):
                     launch((g * sbs.GRAPH_CALLS + j) % sets)
+            finally:
+                graph.capture_end()
             graphs.append(graph)
         for graph in graphs:  # upload and warm up
             graph.replay()
