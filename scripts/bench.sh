@@ -152,7 +152,8 @@ run_kvbench() {
     return
   fi
   echo "== kvbench $tag (limit ${limit}s): $*"
-  local t0=$(date +%s)
+  local t0
+  t0=$(date +%s)
   # shellcheck disable=SC2086 # extra_args and quick are lists of words
   timeout -k 10 "$limit" "$kvbench" "$@" --targets bench/targets.json $quick \
     $extra_args "$out" > "$out/kvbench-$tag.log" 2>&1
@@ -193,7 +194,8 @@ run_side_by_side() {
     args+=(--bundle "$quant_bundle" --kernel bench_paged_nhd_fp8)
   fi
   echo "== side_by_side (limit ${limit}s): ${args[*]}"
-  local t0=$(date +%s)
+  local t0
+  t0=$(date +%s)
   timeout -k 10 "$limit" python3 bench/side_by_side.py "${args[@]}" $quick \
     --kvrt-lib "$(find "$build/lib" -maxdepth 1 -type f -name 'libkvrt.so*' | head -n 1)" \
     > "$out/side_by_side.log" 2>&1
