@@ -302,11 +302,12 @@ int run(const Options &options) {
   const double startTime = nowSeconds();
   Report report;
   report.outDir = options.outDir;
-  if (mkdir(options.outDir.c_str(), 0755) != 0 && errno != EEXIST)
-    fatal("cannot create the output directory " + options.outDir);
+  // Everything that can be refused is read before anything is written.
   Subject subject = openSubject(options, report);
   const CacheGeometry g = makeGeometry(subject.desc);
   const json targets = findTargets(options);
+  if (mkdir(options.outDir.c_str(), 0755) != 0 && errno != EEXIST)
+    fatal("cannot create the output directory " + options.outDir);
 
   DeviceState state;
   initDevice(state, report.doc);
