@@ -364,8 +364,25 @@ def default_kvrt_lib(bundle):
     return None
 
 
+def missing_inputs(args):
+    """What the run cannot start without, checked before torch is loaded:
+    the peer's file and at least one bundle."""
+    problems = []
+    if not os.path.isfile(args.peer):
+        problems.append("no peer file %s" % args.peer)
+    if not any(os.path.isfile(b) for b in args.bundle):
+        problems.append("none of the bundles exists: %s" %
+                        ", ".join(args.bundle))
+    return problems
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    problems = missing_inputs(args)
+    if problems:
+        for p in problems:
+            print("side_by_side: %s" % p, file=sys.stderr)
+        return 2
     # The GPU half lives beside this file; importing it pulls torch in.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import side_by_side_gpu

@@ -67,6 +67,23 @@ class Arguments(unittest.TestCase):
             self.assertEqual(e.exception.code, 2, argv)
 
 
+class Inputs(unittest.TestCase):
+    def test_missing_peer_and_bundles(self):
+        with tempfile.TemporaryDirectory() as d:
+            a = sbs.parse_args(["--peer", os.path.join(d, "peer.py"),
+                                "--bundle", os.path.join(d, "b.json")])
+            problems = sbs.missing_inputs(a)
+            self.assertEqual(len(problems), 2)
+            self.assertIn("no peer file", problems[0])
+            self.assertIn("none of the bundles exists", problems[1])
+            # Refused before the GPU half (torch) is imported.
+            self.assertEqual(sbs.main(["--peer", os.path.join(d, "peer.py"),
+                                       "--bundle", "x"]), 2)
+            for name in ("peer.py", "b.json"):
+                open(os.path.join(d, name), "w").close()
+            self.assertEqual(sbs.missing_inputs(a), [])
+
+
 class Bytes(unittest.TestCase):
     def test_per_token(self):
         d = sbs.description_from_manifest
