@@ -26,6 +26,26 @@ def doc(tag, decode_us, prefill_us):
             "launch": {}, "targets": []}
 
 
+class Judged(unittest.TestCase):
+    def test_targets_and_peers_from_the_json(self):
+        sys.path.insert(0, os.path.join(HERE, os.pardir))
+        import plot
+        doc = {"targets": [
+            {"target": "decode 1: graph_us", "limit": 1.1},
+            {"target": "prefill 65536: fraction_of_copy", "limit": 0.95},
+            {"target": "prefill 65536: cold_us vs best peer", "limit": 135},
+            {"target": "decode 512: graph_us vs best peer", "limit": 3.13},
+            {"target": "kvrt_over_empty_eager", "limit": 1.1}]}
+        self.assertEqual(plot.judged(doc, "decode", "graph_us", False),
+                         {1: 1.1})
+        self.assertEqual(plot.judged(doc, "decode", "graph_us", True),
+                         {512: 3.13})
+        self.assertEqual(plot.judged(doc, "prefill", "fraction_of_copy",
+                                     False), {65536: 0.95})
+        self.assertEqual(plot.judged(doc, "prefill", "cold_us", True),
+                         {65536: 135.0})
+
+
 class Summary(unittest.TestCase):
     def run_plot(self, docs):
         with tempfile.TemporaryDirectory() as out:
