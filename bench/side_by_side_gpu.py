@@ -332,10 +332,13 @@ def check(setup, kvgen, peer, sets):
         exact = (torch.equal(kvgen_rows[0], k.view(torch.uint8).view(
             k.shape[0], h, -1)) and torch.equal(
                 kvgen_rows[1], v.view(torch.uint8).view(v.shape[0], h, -1)))
-    return same and exact, (
-        "set 0 of %d tokens: kvgen and peer rows %s; kvgen rows %s the "
-        "source" % (k.shape[0], "agree" if same else "DIFFER",
-                    "equal" if exact else "DIFFER from"))
+    if setup.desc["quant"] is None:
+        source = "kvgen rows %s the source" % ("equal" if exact else
+                                              "DIFFER from")
+    else:
+        source = "quantized: compared with the peer's bytes only"
+    return same and exact, "set 0 of %d tokens: kvgen and peer rows %s; %s" % (
+        k.shape[0], "agree" if same else "DIFFER", source)
 
 
 def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
