@@ -10,7 +10,8 @@
 # and plots copied beside it, so that the whole record is a few files.
 #
 # Environment: the limits of scripts/gpu-suite.sh and scripts/bench.sh
-# (GPU_SUITE_TIMEOUT, KVBENCH_BUDGET, ...).
+# (GPU_SUITE_TIMEOUT, KVBENCH_BUDGET, ...); KVBENCH_PEER names the peer's
+# Triton append for the side-by-side comparison.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-suite}
@@ -29,7 +30,8 @@ run_suite() {
     bash scripts/gpu-suite.sh "$stage" || rc=$?
 }
 run_bench() {
-  OUT=$1 bash scripts/bench.sh "$stage/bench/bench.bundle.json" || rc=$?
+  bash scripts/bench.sh --budget "${KVBENCH_BUDGET:-540}" \
+    ${KVBENCH_PEER:+--peer "$KVBENCH_PEER"} "$stage" "$1" || rc=$?
 }
 case $what in
 suite) run_suite "$logs" ;;
