@@ -12,13 +12,23 @@
 #include "Bundle.h"
 #include "Status.h"
 
+#include <cstring>
+
 using namespace kvrt::impl;
 
 extern "C" {
 
 const char *kvrt_last_error(void) { return lastErrorMessage(); }
 
-const char *kvrt_status_name(kvrt_status status) { return statusName(status); }
+const char *kvrt_status_name(kvrt_status status) {
+  // Read as its bits: a C caller may pass any int, and loading one outside
+  // the enum's range as a kvrt_status is undefined in C++.
+  static_assert(sizeof(kvrt_status) == sizeof(int),
+                "kvrt_status is an int-sized C enum");
+  int code = 0;
+  std::memcpy(&code, &status, sizeof(code));
+  return statusName(code);
+}
 
 kvrt_status kvrt_bundle_load_file(const char *path, kvrt_bundle **out) {
   return guarded([&] { return loadBundleFile(path, out); });
@@ -61,6 +71,13 @@ const char *kvrt_bundle_kernel_variant(const kvrt_bundle *bundle,
   return variantName(bundle->manifest.kernels[index].variant);
 }
 
+const char *kvrt_bundle_kernel_manifest(const kvrt_bundle *bundle,
+                                        size_t index) {
+  if (!bundle || index >= bundle->manifest.kernels.size())
+    return nullptr;
+  return bundle->manifest.kernels[index].manifestJson.c_str();
+}
+
 kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
                                         const char *kernel_name,
                                         kvrt_host_kernel fn) {
@@ -89,3 +106,9 @@ kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
 }
 
 } // extern "C"
+
+extern "C" kvrt_status kvrt_gather(kvrt_bundle *bundle,
+                                   const kvrt_gather_args *args,
+                                   kvrt_stream stream) {
+  return guarded([&] { return gather(bundle, args, stream); });
+}
