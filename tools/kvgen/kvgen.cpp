@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Pipeline/HostSharedLib.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/IR/AsmState.h"
@@ -45,7 +46,18 @@ static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::init("-"),
                                            cl::cat(kvgenCategory));
 
-enum class Stage { KV, Loops, GPU, NVVM, LLVM, PTX, Cubin, Bundle, Header };
+enum class Stage {
+  KV,
+  Loops,
+  GPU,
+  NVVM,
+  LLVM,
+  PTX,
+  Cubin,
+  Bundle,
+  Header,
+  SharedLib
+};
 static cl::opt<Stage> emit(
     "emit", cl::desc("The stage to emit"), cl::init(Stage::Bundle),
     cl::values(clEnumValN(Stage::KV, "kv", "the verified kv IR"),
@@ -57,7 +69,10 @@ static cl::opt<Stage> emit(
                clEnumValN(Stage::Cubin, "cubin", "a cubin (runs ptxas)"),
                clEnumValN(Stage::Bundle, "bundle", "a kvrt bundle (JSON)"),
                clEnumValN(Stage::Header, "header",
-                          "a C header embedding the bundle")),
+                          "a C header embedding the bundle"),
+               clEnumValN(Stage::SharedLib, "shared-lib",
+                          "host kernels and their bundle as a shared object "
+                          "(--target=host)")),
     cl::cat(kvgenCategory));
 
 enum class Target { GPU, Host };
@@ -229,6 +244,14 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   TimingScope pipelineTiming = timing.nest("Pipeline");
   pm.enableTiming(pipelineTiming);
 
+  if (emit == Stage::SharedLib) {
+    if (target != Target::Host) {
+      llvm::errs() << "kvgen: --emit=shared-lib needs --target=host\n";
+      return failure();
+    }
+    FailureOr<std::string> lib = buildHostSharedLib(*module, pm);
+    return failed(lib) ? failure() : writeOutput(*lib);
+  }
   buildLoopsPipeline(pm);
   if (target == Target::Host) {
     if (emit == Stage::Bundle) {
@@ -306,6 +329,7 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
+  cl::AddExtraVersionPrinter(printKVGenVersion);
   cl::HideUnrelatedOptions(
       {&kvgenCategory, &descCategory, &cl::getGeneralCategory()});
   cl::ParseCommandLineOptions(argc, argv,
