@@ -140,20 +140,27 @@ def describe(obj, name, keep):
         % (name, type(obj).__name__))
 
 
-def _describe_numpy(arr, name):
-    dt = arr.dtype
-    if dt.name == "bfloat16":
-        code = BFLOAT
-    elif dt.name == "float8_e4m3fn":
-        code = FLOAT8_E4M3FN
-    elif dt.name == "float8_e5m2":
-        code = FLOAT8_E5M2
-    else:
-        code = _NUMPY_KINDS.get(dt.kind)
-    if code is None:
+_numpy_codes = {}
+
+
+def _numpy_code(dt, name):
+    """(code, bits) of a NumPy dtype; memoized (dtype.name is slow)."""
+    code = _numpy_codes.get(dt)
+    if code is not None:
+        return code
+    special = {"bfloat16": BFLOAT, "float8_e4m3fn": FLOAT8_E4M3FN,
+               "float8_e5m2": FLOAT8_E5M2}
+    c = special.get(dt.name, _NUMPY_KINDS.get(dt.kind))
+    if c is None:
         raise errors.InvalidArgumentError(
             "%s: dtype %s has no DLPack code kvgen uses" % (name, dt))
-    item = dt.itemsize
+    code = _numpy_codes[dt] = (c, dt.itemsize * 8)
+    return code
+
+
+def _describe_numpy(arr, name):
+    code, bits = _numpy_code(arr.dtype, name)
+    item = bits // 8
     strides = []
     for s in arr.strides:
         if s % item:
@@ -162,7 +169,7 @@ def _describe_numpy(arr, name):
                 "elements" % (name, s, item))
         strides.append(s // item)
     data = arr.__array_interface__["data"][0]
-    return (data, CPU, 0, code, item * 8, tuple(arr.shape), tuple(strides))
+    return (data, CPU, 0, code, bits, arr.shape, tuple(strides))
 
 
 def _describe_dlpack(obj, name, keep):

@@ -321,8 +321,9 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions,
 
     One fused kvgen launch: each token is its own "request" whose block-table
     row is all of kv_indices (a stride-0 view) and whose context length is
-    ``kv_indptr[b] * page_size + positions[i]``; a position past the request's
-    pages writes nothing.
+    ``kv_indptr[b] * page_size + positions[i]``. As in FlashInfer, positions
+    must lie within their request's pages; one past the last page of
+    kv_indices writes nothing.
     """
     if kv_layout not in ("NHD", "HND"):
         raise _bad("kv_layout: %r is not NHD or HND", kv_layout)
