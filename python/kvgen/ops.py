@@ -19,6 +19,9 @@ import threading
 
 from . import _dlpack, compiler, errors
 
+# torch, once kvgen._torch_ops has registered the custom ops (a global, so
+# that torch.compile traces the routing below without a graph break).
+_torch = None
 _plans = {}
 _plans_lock = threading.Lock()
 _registered = []
@@ -180,14 +183,16 @@ def _scale(obj, name, keep):
 def _torch_route(t):
     """True when a torch call must go through torch.ops.kvgen (tracing,
     fake or functional tensors), False for the direct path."""
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(t, torch.Tensor):
-        return False
-    if type(t) is torch.Tensor and not torch.compiler.is_compiling():
-        return False
-    from . import _torch_ops  # noqa: F401  registers torch.ops.kvgen.*
+    torch = _torch
+    if torch is None:
+        if "torch" not in sys.modules:
+            return False
+        from . import _torch_ops  # noqa: F401  sets _torch
 
-    return True
+        torch = _torch
+    if not isinstance(t, torch.Tensor):
+        return False
+    return type(t) is not torch.Tensor or torch.compiler.is_compiling()
 
 
 def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
@@ -205,9 +210,7 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     (cache uint8 or float8; stored = x / k_scale, per-tensor scales).
     """
     if stream is None and _torch_route(key):
-        import torch
-
-        torch.ops.kvgen.reshape_and_cache_flash(
+        _torch.ops.kvgen.reshape_and_cache_flash(
             key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
             k_scale, v_scale)
         return
@@ -329,9 +332,7 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions,
         raise _bad("kv_layout: %r is not NHD or HND", kv_layout)
     k_cache, v_cache = _split_paged(paged_kv_cache, kv_layout)
     if stream is None and _torch_route(append_key):
-        import torch
-
-        torch.ops.kvgen.append_paged_kv_cache(
+        _torch.ops.kvgen.append_paged_kv_cache(
             append_key, append_value, batch_indices, positions, k_cache,
             v_cache, kv_indices, kv_indptr, kv_last_page_len, kv_layout)
         return

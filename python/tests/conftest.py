@@ -29,7 +29,7 @@ os.environ.setdefault("KVGEN_BUILD_DIR", BUILD)
 def kernel_cache(tmp_path_factory):
     """Every test compiles into (and finds in) a cache of its own session,
     unless KVGEN_CACHE_DIR names one (the GPU run's precompiled cache)."""
-    if os.environ.get("KVGEN_TEST_KEEP_CACHE_DIR"):
+    if os.environ.get("KVGEN_CACHE_DIR"):
         yield os.environ["KVGEN_CACHE_DIR"]
         return
     path = str(tmp_path_factory.mktemp("kvgen-cache"))
