@@ -10,7 +10,8 @@ import torch
 import kvgen
 
 num_blocks, block_size, num_kv_heads, head_size = 1024, 16, 8, 128
-dtype, device = torch.bfloat16, "cuda"
+dtype = torch.bfloat16
+device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: host kernels
 
 # vLLM's flash-attention caches: [num_blocks, block_size, num_kv_heads,
 # head_size] (for HND, allocate [nb, H, bs, D] and .permute(0, 2, 1, 3)).

@@ -112,8 +112,9 @@ def main(argv=None):
                           file=sys.stderr)
                     return 1
                 skipped += 1
-                first = str(e).splitlines()[1:2] or [str(e)]
-                print("skipped %s: %s" % (label, first[0].strip()))
+                lines = [l.split("error:", 1)[1].strip()
+                         for l in str(e).splitlines() if "error:" in l]
+                print("skipped %s: %s" % (label, (lines or [str(e)])[0]))
                 continue
             made += 1
             print("cached  %s -> %s" % (label, os.path.dirname(b.source)))

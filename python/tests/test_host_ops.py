@@ -144,3 +144,28 @@ def test_steady_state_call_does_not_look_up_kernels(monkeypatch):
     kvgen.ops.reshape_and_cache_flash(key2, key2, kc2, vc2, slots2)
     want, _ = flash_reference(key2, key2, np.zeros_like(kc), vc, slots2)
     assert (bits(kc2) == bits(want)).all()
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_bf16_through_ml_dtypes(layout):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = ml_dtypes.bfloat16
+    rng = np.random.default_rng(17)
+    n = 9
+    key = rng.standard_normal((n, H, D)).astype(bf16)
+    value = rng.standard_normal((n, H, D)).astype(np.float32)
+    make = _hnd_cache if layout == "HND" else (
+        lambda r, d: _poisoned((NB, BS, H, D), d, r))
+    kc = make(rng, bf16)
+    vc = make(rng, bf16)
+    slots = rng.permutation(NB * BS)[:n].astype(np.int64)
+    slots[4] = -1
+    want_k, _ = flash_reference(key, key, kc, vc, slots)
+    kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)
+    assert (bits(kc) == bits(want_k)).all()
+    # f32 -> bf16: round to nearest even, as NumPy's cast to bfloat16.
+    kc2 = make(rng, bf16)
+    want_v, _ = flash_reference(value, value, kc2, vc, slots)
+    vc2 = vc.copy()
+    kvgen.ops.reshape_and_cache_flash(value, value, kc2, vc2, slots)
+    assert (bits(kc2) == bits(want_v)).all()
