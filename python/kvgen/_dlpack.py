@@ -120,16 +120,22 @@ def describe(obj, name, keep):
         if dt is None:
             raise errors.InvalidArgumentError(
                 "%s: dtype %s has no DLPack code kvgen uses" % (name, obj.dtype))
-        dev = obj.device
-        if dev.type == "cuda":
-            dtype, did = CUDA, dev.index
-        elif dev.type == "cpu":
+        # get_device() is an int (-1 on the host): cheaper than .device.
+        did = obj.get_device()
+        if did < 0:
+            if not obj.is_cpu:
+                raise errors.InvalidArgumentError(
+                    "%s: tensors on %s are not supported (cpu or cuda)"
+                    % (name, obj.device))
             dtype, did = CPU, 0
+        elif obj.is_cuda:
+            dtype = CUDA
         else:
             raise errors.InvalidArgumentError(
-                "%s: tensors on %s are not supported (cpu or cuda)" % (name, dev))
+                "%s: tensors on %s are not supported (cpu or cuda)"
+                % (name, obj.device))
         return (obj.data_ptr(), dtype, did, dt[0], dt[1], tuple(obj.shape),
-                tuple(obj.stride()))
+                obj.stride())
     iface = getattr(obj, "__array_interface__", None)
     if iface is not None and type(obj).__module__ == "numpy":
         return _describe_numpy(obj, name)

@@ -163,7 +163,7 @@ def test_torch_compile_of_a_function_calling_the_op():
         k, v = qkv[:, 1] * 2, qkv[:, 2]  # work around the op, in the graph
         kvgen.ops.reshape_and_cache_flash(k, v, kc, vc, slots, "auto", scale,
                                           scale)
-        return qkv[:, 0].sum()
+        return qkv[:, 0] + 1
 
     compiled = torch.compile(attention_step, fullgraph=True)
     for n in (5, 9):
@@ -178,7 +178,7 @@ def test_torch_compile_of_a_function_calling_the_op():
                 pytest.skip(str(e).splitlines()[0])
             raise
         torch.cuda.synchronize()
-        assert torch.equal(out, qkv[:, 0].sum())
+        assert torch.equal(out, qkv[:, 0] + 1)
         assert torch.equal(_bits(kc), _bits(want_k))
         assert torch.equal(_bits(vc), _bits(want_v))
 
@@ -200,10 +200,15 @@ def test_fp8_equals_torch_cast(kind, torch_dtype, dtype):
     ks = torch.tensor([0.37], device=DEV)
     vs = torch.tensor([2.5], device=DEV)
     f8 = getattr(torch, torch_dtype)
-    want_k = _reference(kc, (key.float() / ks).to(f8).view(torch.uint8),
-                        slots)
-    want_v = _reference(vc, (value.float() / vs).to(f8).view(torch.uint8),
-                        slots)
+    qmax = torch.finfo(f8).max
+
+    def quantized(x, s):
+        # torch's cast rounds to nearest even but does not saturate; vLLM's
+        # kernels and kvgen's (docs/CONTRACT.md) clamp to the largest finite.
+        return (x.float() / s).clamp(-qmax, qmax).to(f8).view(torch.uint8)
+
+    want_k = _reference(kc, quantized(key, ks), slots)
+    want_v = _reference(vc, quantized(value, vs), slots)
     _flash(key, value, kc, vc, slots, kind, ks, vs)
     torch.cuda.synchronize()
     assert torch.equal(kc, want_k)
