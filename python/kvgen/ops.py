@@ -101,7 +101,7 @@ def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
     return bundle, name
 
 
-def _cache_layout(kc, vc, names, nhd_shape):
+def _cache_layout(kc, vc, names):
     """Whether a [nb, bs, H, D] cache (vLLM's logical shape) is HND in
     memory, from its strides; K and V must agree."""
     def hnd(d):
@@ -156,7 +156,7 @@ def _flash_plan(key, k, kc, vc, kv_cache_dtype):
     else:
         raise _bad("kv_cache_dtype: %r is not one of auto, fp8, fp8_e4m3, "
                    "fp8_e5m2", kv_cache_dtype)
-    hnd = _cache_layout(kc, vc, ("key_cache", "value_cache"), True)
+    hnd = _cache_layout(kc, vc, ("key_cache", "value_cache"))
     plan = _Plan()
     plan.bundle, plan.kernel = _kernel_for(
         "append", kc[1:3], "paged_hnd" if hnd else "paged_nhd", bs, heads,
@@ -178,6 +178,13 @@ def _scale(obj, name, keep):
         raise _bad("%s: expected one scale (shape [] or [1]), got shape %s",
                    name, list(d[5]))
     return d[:5] + ((1,), (1,))
+
+
+def register_torch_ops():
+    """Registers torch.ops.kvgen.* now (imports torch). Done by itself when
+    kvgen.ops is imported after torch, or at the first call with a torch
+    tensor; call it first if the first call may be inside torch.compile."""
+    from . import _torch_ops  # noqa: F401  sets _torch
 
 
 def _torch_route(t):
