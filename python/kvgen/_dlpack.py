@@ -206,17 +206,24 @@ def dtype_name(desc):
                            "code %d, %d bits" % (desc[3], desc[4]))
 
 
-class Scratch(threading.local):
-    """Per-thread memory for one launch: DLTensors and the args struct."""
+class Scratch:
+    """Memory for one launch: DLTensors and the args struct. One per thread
+    (``scratch()``): a launch fills it and kvrt reads it before returning."""
 
+    __slots__ = ("buf", "_view", "base", "args", "args_offset")
     SLOTS = 11
     ARGS_BYTES = 160
 
     def __init__(self):
         size = self.SLOTS * SLOT_BYTES + self.ARGS_BYTES
-        self.buf = ctypes.create_string_buffer(size)
-        self.base = ctypes.addressof(self.buf)
-        self.args = self.base + self.SLOTS * SLOT_BYTES
+        # A bytearray, written through struct.pack_into (exporting a ctypes
+        # buffer for every write costs microseconds), at a fixed address
+        # (it is never resized) that kvrt reads.
+        self.buf = bytearray(size)
+        self._view = (ctypes.c_char * size).from_buffer(self.buf)
+        self.base = ctypes.addressof(self._view)
+        self.args_offset = self.SLOTS * SLOT_BYTES
+        self.args = self.base + self.args_offset
 
     def pack(self, slot, desc):
         """Writes `desc` as a DLTensor into `slot`; returns its address."""
@@ -233,3 +240,15 @@ class Scratch(threading.local):
                                    addr + HEADER_BYTES + 8 * n, 0, *shape,
                                    *strides)
         return addr
+
+
+_tls = threading.local()
+
+
+def scratch():
+    """This thread's Scratch."""
+    try:
+        return _tls.scratch
+    except AttributeError:
+        s = _tls.scratch = Scratch()
+        return s

@@ -16,7 +16,6 @@ import sys
 from . import _dlpack, _kvrt, errors
 
 _VARIANTS = {"auto": 0, "vector": 1, "scalar": 2}
-_scratch = _dlpack.Scratch()
 
 # The args structs of kvrt.h, packed in one call. Fields: the kernel name,
 # the tensors, the variant (an enum: int32 plus padding), then the four scale
@@ -224,12 +223,12 @@ class Bundle:
     def _append(self, kernel, descs, variant, stream):
         """descs: key, value, slot_mapping, key_cache, value_cache, then the
         four scale tensors (None where absent)."""
-        s = _scratch
+        s = _dlpack.scratch()
         a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
         if any(a[5:]) and not _kvrt.lib().has_scales:
             raise errors.KvgenError(
                 "this libkvrt predates scale tensors (bundle format 2)")
-        _APPEND_ARGS.pack_into(s.buf, s.args - s.base, self._name(kernel),
+        _APPEND_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
                                a[0], a[1], a[2], a[3], a[4], variant, a[5],
                                a[6], a[7], a[8])
         _kvrt.check(_kvrt.lib().append(self._handle, s.args, stream))
@@ -237,12 +236,12 @@ class Bundle:
     def _fused_append(self, kernel, descs, variant, stream):
         """descs: key, value, block_table, query_start_loc, context_lens,
         key_cache, value_cache, then the four scale tensors."""
-        s = _scratch
+        s = _dlpack.scratch()
         a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
         if any(a[7:]) and not _kvrt.lib().has_scales:
             raise errors.KvgenError(
                 "this libkvrt predates scale tensors (bundle format 2)")
-        _FUSED_ARGS.pack_into(s.buf, s.args - s.base, self._name(kernel),
+        _FUSED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
                               *a[:7], variant, *a[7:])
         _kvrt.check(_kvrt.lib().fused_append(self._handle, s.args, stream))
 
@@ -285,13 +284,13 @@ class Bundle:
                            slot_mapping, *, kernel=None, stream=None):
         """kvrt_build_slot_mapping: slot_mapping from the block table."""
         keep = []
-        s = _scratch
+        s = _dlpack.scratch()
         objs = (block_table, query_start_loc, context_lens, slot_mapping)
         names = ("block_table", "query_start_loc", "context_lens",
                  "slot_mapping")
         descs = [_dlpack.describe(o, n, keep) for o, n in zip(objs, names)]
         a = [s.pack(i, d) for i, d in enumerate(descs)]
-        _SLOT_ARGS.pack_into(s.buf, s.args - s.base, self._name(kernel), *a)
+        _SLOT_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel), *a)
         _kvrt.check(_kvrt.lib().build_slot_mapping(
             self._handle, s.args, _stream_of(stream, slot_mapping, descs[3])))
 
@@ -304,7 +303,7 @@ class Bundle:
         if k.gather is None:
             raise errors.KvgenError("this libkvrt has no kvrt_gather")
         keep = []
-        s = _scratch
+        s = _dlpack.scratch()
         objs = (key_cache, value_cache, slot_mapping, key_out, value_out,
                 key_scale, value_scale, key_scale_cache, value_scale_cache)
         names = ("key_cache", "value_cache", "slot_mapping", "key_out",
@@ -313,7 +312,7 @@ class Bundle:
         descs = [None if o is None else _dlpack.describe(o, n, keep)
                  for o, n in zip(objs, names)]
         a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
-        _GATHER_ARGS.pack_into(s.buf, s.args - s.base, self._name(kernel),
+        _GATHER_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
                                *a[:5], _variant(variant), *a[5:])
         _kvrt.check(k.gather(self._handle, s.args,
                              _stream_of(stream, key_out, descs[3])))
