@@ -241,9 +241,14 @@ def _compile_into(compiler, version, description, kind, chip, entry, artifact):
             cmd += ["--emit=bundle", "--chip=" + chip]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
+            # The first error first (without the temporary file's name), then
+            # everything kvgen said and the command.
+            stderr = proc.stderr.strip()
+            first = [l.split("error:", 1)[1].strip()
+                     for l in stderr.splitlines() if "error:" in l]
             raise errors.CompilerError(
-                "kvgen refused the description (%s):\n%s"
-                % (" ".join(cmd[1:]), proc.stderr.strip()))
+                "kvgen refused the description: %s\n%s\n(%s)"
+                % ((first or [stderr])[0], stderr, " ".join(cmd)))
         with open(os.path.join(work, "compiler.txt"), "w") as f:
             f.write(version + "\n" + compiler + "\n")
         try:

@@ -112,9 +112,7 @@ def main(argv=None):
                           file=sys.stderr)
                     return 1
                 skipped += 1
-                lines = [l.split("error:", 1)[1].strip()
-                         for l in str(e).splitlines() if "error:" in l]
-                print("skipped %s: %s" % (label, (lines or [str(e)])[0]))
+                print("skipped %s: %s" % (label, str(e).splitlines()[0]))
                 continue
             made += 1
             print("cached  %s -> %s" % (label, os.path.dirname(b.source)))

@@ -169,3 +169,38 @@ def test_bf16_through_ml_dtypes(layout):
     vc2 = make(rng, bf16)
     kvgen.ops.reshape_and_cache_flash(value, value, kc2, vc2, slots)
     assert (bits(kc2) == bits(want_v)).all()
+
+
+@pytest.mark.parametrize("kind", ["fp8", "fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("source", ["f16", "f32"])
+def test_fp8_equals_saturating_cast(kind, source):
+    """vLLM's fp8 path: cache byte = fp8(clamp(float(x) / scale)), rounded to
+    nearest even; runs once kvgen generates quantized kernels."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    f8 = ml_dtypes.float8_e5m2 if kind == "fp8_e5m2" else (
+        ml_dtypes.float8_e4m3fn)
+    qmax = np.float32(ml_dtypes.finfo(f8).max)
+    rng = np.random.default_rng(23)
+    n = 12
+    key = (rng.standard_normal((n, H, D)) * 300).astype(DTYPES[source])
+    value = rng.standard_normal((n, H, D)).astype(DTYPES[source])
+    kc = rng.integers(0, 256, (NB, BS, H, D), dtype=np.uint8)
+    vc = rng.integers(0, 256, (NB, BS, H, D), dtype=np.uint8)
+    slots = rng.permutation(NB * BS)[:n].astype(np.int64)
+    slots[[1, 6]] = -1
+    ks = np.array([0.37], np.float32)
+    vs = np.array([2.5], np.float32)
+
+    def quantized(x, s):
+        return np.clip(x.astype(np.float32) / s[0], -qmax, qmax).astype(
+            f8).view(np.uint8)
+
+    want_k, want_v = flash_reference(quantized(key, ks), quantized(value, vs),
+                                     kc, vc, slots)
+    try:
+        kvgen.ops.reshape_and_cache_flash(key, value, kc, vc, slots, kind, ks,
+                                          vs)
+    except kvgen.KernelNotAvailableError as e:
+        pytest.skip("no quantized kernels: %s" % str(e).splitlines()[0])
+    assert (kc == want_k).all()
+    assert (vc == want_v).all()
