@@ -204,3 +204,34 @@ def test_fp8_equals_saturating_cast(kind, source):
         pytest.skip("no quantized kernels: %s" % str(e).splitlines()[0])
     assert (kc == want_k).all()
     assert (vc == want_v).all()
+
+
+def test_registered_bundle_serves_the_ops(compiler_path, tmp_path,
+                                          monkeypatch):
+    import subprocess
+
+    lib = tmp_path / "kernels.so"
+    subprocess.run([compiler_path, "--layout=paged_nhd", "--block-size=32",
+                    "--num-kv-heads=1", "--head-dim=32", "--dtype=f32",
+                    "--target=host", "--emit=shared-lib", "-o", str(lib)],
+                   check=True)
+    bundle = kvgen.Bundle.load(lib)  # an ELF file: its host kernels
+    assert bundle.has_host_kernels and not bundle.has_device_code
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("a registered bundle's kernel was compiled")
+
+    monkeypatch.setattr(kvgen.compiler, "compile", no_compile)
+    kvgen.ops.register(bundle)
+    try:
+        rng = np.random.default_rng(4)
+        key = rng.standard_normal((3, 1, 32)).astype(np.float32)
+        kc = np.zeros((2, 32, 1, 32), np.float32)
+        vc = np.zeros_like(kc)
+        slots = np.array([63, -1, 0], np.int64)
+        kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)
+        want, _ = flash_reference(key, key, np.zeros_like(kc), vc, slots)
+        assert (bits(kc) == bits(want)).all()
+    finally:
+        kvgen.ops._registered.remove(bundle)
+        kvgen.ops._plans.clear()
