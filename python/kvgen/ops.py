@@ -18,6 +18,7 @@ import sys
 import threading
 
 from . import _dlpack, compiler, errors
+from .bundle import _stream_of
 
 # torch, once kvgen._torch_ops has registered the custom ops (a global, so
 # that torch.compile traces the routing below without a graph break).
@@ -259,22 +260,9 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     if plan.quantized:
         ks = _scale(k_scale, "k_scale", keep)
         vs = _scale(v_scale, "v_scale", keep)
-    if stream is None:
-        stream = _default_stream(key, k)
-    else:
-        from .bundle import _stream_of
-
-        stream = _stream_of(stream, key, k)
+    stream = _stream_of(stream, key, k)
     plan.bundle._append(plan.kernel, (k, v, sm, kc, vc, ks, vs, None, None),
                         0, stream)
-
-
-def _default_stream(obj, desc):
-    if desc[1] == _dlpack.CPU:
-        return 0
-    from .bundle import _stream_of
-
-    return _stream_of(None, obj, desc)
 
 
 # FlashInfer ------------------------------------------------------------------
@@ -410,12 +398,7 @@ def _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
     descs = (k, v, table, describe(qsl, "query_start_loc", keep),
              describe(context, "context_lens", keep), kc, vc, None, None, None,
              None)
-    if stream is None:
-        stream = _default_stream(append_key, k)
-    else:
-        from .bundle import _stream_of
-
-        stream = _stream_of(stream, append_key, k)
+    stream = _stream_of(stream, append_key, k)
     plan.bundle._fused_append(plan.kernel, descs, 0, stream)
 
 
