@@ -235,3 +235,31 @@ def test_registered_bundle_serves_the_ops(compiler_path, tmp_path,
     finally:
         kvgen.ops._registered.remove(bundle)
         kvgen.ops._plans.clear()
+
+
+class _Producer:
+    """Any other DLPack producer (CuPy, JAX, ...): only __dlpack__."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_any_dlpack_producer():
+    rng = np.random.default_rng(29)
+    qkv = rng.standard_normal((6, 3, H, D)).astype(np.float32)
+    key, value = qkv[:, 1], qkv[:, 2]  # strided: the capsule carries strides
+    kc = _hnd_cache(rng, np.float32)
+    vc = _hnd_cache(rng, np.float32)
+    slots = np.array([5, 70, -1, 31, 32, 0], np.int64)
+    want_k, want_v = flash_reference(key, value, kc, vc, slots)
+    kvgen.ops.reshape_and_cache_flash(
+        _Producer(key), _Producer(value), _Producer(kc), _Producer(vc),
+        _Producer(slots))
+    assert (bits(kc) == bits(want_k)).all()
+    assert (bits(vc) == bits(want_v)).all()
