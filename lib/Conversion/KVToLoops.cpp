@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvgen/Conversion/KernelPlan.h"
-#include "kvgen/Conversion/Passes.h"
+#include "KernelBuilder.h"
+#include "Quantize.h"
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/Support/MathExtras.h"
@@ -27,113 +27,7 @@ namespace kvgen {
 
 using namespace mlir;
 using namespace kvgen;
-
-namespace {
-
-/// Strides of one cache, in elements (see docs/KERNEL-ABI.md).
-struct CacheStrides {
-  Value block, head, pos, dim;
-};
-
-/// Strides of one source tensor [num_tokens, num_kv_heads, head_dim].
-struct SourceStrides {
-  Value token, head, dim;
-};
-
-/// Builds the body of one kernel from its plan. Values are i64 unless named
-/// otherwise; memref indices are converted at the access.
-class KernelBuilder {
-public:
-  KernelBuilder(ImplicitLocOpBuilder &b, const KernelPlan &plan,
-                func::FuncOp func)
-      : b(b), plan(plan), cache(plan.cache) {
-    for (auto [name, arg] : llvm::zip(plan.params, func.getArguments()))
-      args[name] = arg;
-  }
-
-  /// Emits the whole function body.
-  void build();
-
-private:
-  Value arg(StringRef name) {
-    Value v = args.lookup(name);
-    assert(v && "parameter not in the plan");
-    return v;
-  }
-  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
-  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value toIndex(Value v) {
-    return arith::IndexCastOp::create(b, b.getIndexType(), v);
-  }
-  Value toI64(Value v) {
-    return arith::IndexCastOp::create(b, b.getI64Type(), v);
-  }
-  Value add(Value a, Value c) { return arith::AddIOp::create(b, a, c); }
-  Value sub(Value a, Value c) { return arith::SubIOp::create(b, a, c); }
-  Value mul(Value a, Value c) { return arith::MulIOp::create(b, a, c); }
-  Value cmp(arith::CmpIPredicate p, Value a, Value c) {
-    return arith::CmpIOp::create(b, p, a, c);
-  }
-  /// Divides or takes the remainder by a non-negative compile-time constant:
-  /// a shift or a mask for powers of two, which the contract requires of the
-  /// block size.
-  Value divConst(Value v, int64_t d) {
-    if (llvm::isPowerOf2_64(d))
-      return arith::ShRUIOp::create(b, v, i64(llvm::Log2_64(d)));
-    return arith::DivUIOp::create(b, v, i64(d));
-  }
-  Value remConst(Value v, int64_t d) {
-    if (llvm::isPowerOf2_64(d))
-      return arith::AndIOp::create(b, v, i64(d - 1));
-    return arith::RemUIOp::create(b, v, i64(d));
-  }
-  Value loadI32AsI64(Value memref, Value idx) {
-    Value v = memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)});
-    return arith::ExtSIOp::create(b, b.getI64Type(), v);
-  }
-
-  CacheStrides cacheStrides(StringRef prefix) {
-    return {arg((prefix + "_stride_block").str()),
-            arg((prefix + "_stride_head").str()),
-            arg((prefix + "_stride_pos").str()),
-            arg((prefix + "_stride_dim").str())};
-  }
-  SourceStrides sourceStrides(StringRef prefix) {
-    return {arg((prefix + "_stride_token").str()),
-            arg((prefix + "_stride_head").str()),
-            arg((prefix + "_stride_dim").str())};
-  }
-
-  /// The slot of token `t` from the block table and positions (the
-  /// slot_mapping rule of docs/KERNEL-ABI.md); -1 for padding tokens.
-  Value emitSlotFromBlockTable(Value t);
-  /// Writes chunk `c` of token `t`'s K and V at `slot`, if the slot is valid.
-  void emitAppendChunk(Value slot, Value t, Value c);
-
-  /// Offset of element (block, head, pos, d) in a cache; `isKey` selects the
-  /// key or value half of layouts that differ (vllm_vectorized).
-  Value cacheOffset(const CacheStrides &s, Value block, Value head, Value pos,
-                    Value d, bool isKey);
-  /// Whether a chunk's elements are contiguous in this cache.
-  bool cacheChunkContiguous(bool isKey) const {
-    return !(cache.getLayout() == kv::LayoutKind::VllmVectorized && !isKey);
-  }
-
-  /// Loads one chunk of a source tensor and converts it to the cache dtype:
-  /// a vector for the vector variant, a list of scalars for the scalar one.
-  SmallVector<Value> loadChunk(Value memref, const SourceStrides &s, Value t,
-                               Value head, Value d0);
-  void storeChunk(ArrayRef<Value> chunk, Value memref, const CacheStrides &s,
-                  Value block, Value head, Value pos, Value d0, bool isKey);
-  Value convert(Value v);
-
-  ImplicitLocOpBuilder &b;
-  const KernelPlan &plan;
-  kv::CacheType cache;
-  llvm::StringMap<Value> args;
-};
-
-} // namespace
+using namespace kvgen::detail;
 
 Value KernelBuilder::cacheOffset(const CacheStrides &s, Value block, Value head,
                                  Value pos, Value d, bool isKey) {
@@ -148,20 +42,6 @@ Value KernelBuilder::cacheOffset(const CacheStrides &s, Value block, Value head,
   return add(off, mul(d, s.dim));
 }
 
-Value KernelBuilder::convert(Value v) {
-  Type from = getElementTypeOrSelf(v.getType());
-  Type to = cache.getDtype();
-  if (from == to)
-    return v;
-  Type target = to;
-  if (auto vt = dyn_cast<VectorType>(v.getType()))
-    target = VectorType::get(vt.getShape(), to);
-  // f32 -> 16-bit rounds to nearest even; 16-bit -> f32 is exact.
-  if (from.getIntOrFloatBitWidth() > to.getIntOrFloatBitWidth())
-    return arith::TruncFOp::create(b, target, v);
-  return arith::ExtFOp::create(b, target, v);
-}
-
 SmallVector<Value> KernelBuilder::loadChunk(Value memref,
                                             const SourceStrides &s, Value t,
                                             Value head, Value d0) {
@@ -169,22 +49,39 @@ SmallVector<Value> KernelBuilder::loadChunk(Value memref,
   // The vector variant's promise includes a unit dim stride: no multiply.
   Value dimOffset = plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
   Value base = add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
-  Type elt = plan.sourceType;
+  Type elt = cast<MemRefType>(memref.getType()).getElementType();
   if (plan.variant == KernelVariant::Vector) {
     // The runtime guarantees dim stride 1 and `vec`-aligned offsets here.
     auto type = VectorType::get({vec}, elt);
-    Value v = vector::LoadOp::create(
+    return {vector::LoadOp::create(
         b, type, memref, ValueRange{toIndex(base)}, /*nontemporal=*/false,
-        llvm::MaybeAlign(vec * kv::getElementBytes(elt)));
-    return {convert(v)};
+        llvm::MaybeAlign(vec * kv::getElementBytes(elt)))};
   }
   SmallVector<Value> out;
   for (int64_t e = 0; e < vec; ++e) {
     Value idx = e == 0 ? base : add(base, mul(i64(e), s.dim));
-    out.push_back(
-        convert(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)})));
+    out.push_back(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)}));
   }
   return out;
+}
+
+void KernelBuilder::storeRowChunk(ArrayRef<Value> chunk, Value memref,
+                                  const SourceStrides &s, Value t, Value head,
+                                  Value d0) {
+  int64_t vec = plan.vectorElems;
+  Value dimOffset = plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
+  Value base = add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
+  if (plan.variant == KernelVariant::Vector) {
+    vector::StoreOp::create(
+        b, chunk.front(), memref, ValueRange{toIndex(base)},
+        /*nontemporal=*/false,
+        llvm::MaybeAlign(vec * kv::getElementBytes(plan.sourceType)));
+    return;
+  }
+  for (int64_t e = 0; e < vec; ++e) {
+    Value idx = e == 0 ? base : add(base, mul(i64(e), s.dim));
+    memref::StoreOp::create(b, chunk[e], memref, ValueRange{toIndex(idx)});
+  }
 }
 
 void KernelBuilder::storeChunk(ArrayRef<Value> chunk, Value memref,
@@ -213,38 +110,34 @@ void KernelBuilder::storeChunk(ArrayRef<Value> chunk, Value memref,
   }
 }
 
-void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
-  int64_t tokensPerBlock = cache.getTokensPerBlock();
-  Value block = divConst(slot, tokensPerBlock);
-  Value pos = remConst(slot, tokensPerBlock);
-  // slot < 0 is padding; a block past the cache's end writes nothing. The
-  // unsigned compare folds both: a negative slot shifts to a huge block.
-  Value valid = arith::AndIOp::create(
-      b, cmp(arith::CmpIPredicate::sge, slot, i64(0)),
-      cmp(arith::CmpIPredicate::ult, block, arg("num_blocks")));
-  auto ifOp = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-
-  int64_t chunksPerHead = cache.getHeadDim() / plan.vectorElems;
-  Value c64 = toI64(c);
-  Value head = divConst(c64, chunksPerHead);
-  Value d0 = mul(remConst(c64, chunksPerHead), i64(plan.vectorElems));
-
-  SmallVector<Value> k =
-      loadChunk(arg("key"), sourceStrides("key"), t, head, d0);
-  SmallVector<Value> v =
-      loadChunk(arg("value"), sourceStrides("value"), t, head, d0);
-  storeChunk(k, arg("key_cache"), cacheStrides("key_cache"), block, head, pos,
-             d0, /*isKey=*/true);
-  storeChunk(v, arg("value_cache"), cacheStrides("value_cache"), block, head,
-             pos, d0, /*isKey=*/false);
+SmallVector<Value>
+KernelBuilder::loadCacheChunk(Value memref, const CacheStrides &s, Value block,
+                              Value head, Value pos, Value d0, bool isKey) {
+  int64_t vec = plan.vectorElems;
+  Type elt = cache.getDtype();
+  Value base = cacheOffset(s, block, head, pos, d0, isKey);
+  if (plan.variant == KernelVariant::Vector && cacheChunkContiguous(isKey))
+    return {vector::LoadOp::create(
+        b, VectorType::get({vec}, elt), memref, ValueRange{toIndex(base)},
+        /*nontemporal=*/false,
+        llvm::MaybeAlign(vec * kv::getElementBytes(elt)))};
+  bool packedKey = cache.getLayout() == kv::LayoutKind::VllmVectorized && isKey;
+  Value step = packedKey ? i64(1) : s.dim;
+  SmallVector<Value> out;
+  for (int64_t e = 0; e < vec; ++e) {
+    Value idx = e == 0 ? base : add(base, mul(i64(e), step));
+    out.push_back(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)}));
+  }
+  if (plan.variant == KernelVariant::Vector)
+    return {
+        vector::FromElementsOp::create(b, VectorType::get({vec}, elt), out)};
+  return out;
 }
 
 Value KernelBuilder::emitSlotFromBlockTable(Value t) {
   Type i64Type = b.getI64Type();
-  Value qsl = arg("query_start_loc");
-  Value numReqs = arg("num_reqs");
+  Value qsl = arg(abi::Param::QueryStartLoc);
+  Value numReqs = arg(abi::Param::NumReqs);
   Value total = loadI32AsI64(qsl, numReqs);
   Value isToken = cmp(arith::CmpIPredicate::slt, t, total);
 
@@ -287,12 +180,13 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
     Value req = search.getResult(0);
     // Pre-increment rule: the first new token goes at context_len.
     Value offset = sub(t, loadI32AsI64(qsl, req));
-    Value pos = add(loadI32AsI64(arg("context_lens"), req), offset);
+    Value pos = add(loadI32AsI64(arg(abi::Param::ContextLens), req), offset);
     int64_t blockSize = cache.getBlockSize();
     Value blockIdx = divConst(pos, blockSize);
-    Value inRow = arith::AndIOp::create(
-        b, cmp(arith::CmpIPredicate::sge, pos, i64(0)),
-        cmp(arith::CmpIPredicate::slt, blockIdx, arg("max_blocks_per_req")));
+    Value inRow =
+        arith::AndIOp::create(b, cmp(arith::CmpIPredicate::sge, pos, i64(0)),
+                              cmp(arith::CmpIPredicate::slt, blockIdx,
+                                  arg(abi::Param::MaxBlocksPerReq)));
     auto rowIf = scf::IfOp::create(b, TypeRange{i64Type}, inRow,
                                    /*withElseRegion=*/true);
     scf::YieldOp::create(b, rowIf.getResults());
@@ -301,7 +195,8 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
     scf::YieldOp::create(b, ValueRange{i64(-1)});
     b.setInsertionPointToStart(rowIf.thenBlock());
     Value blockId = loadI32AsI64(
-        arg("block_table"), add(mul(req, arg("block_table_stride")), blockIdx));
+        arg(abi::Param::BlockTable),
+        add(mul(req, arg(abi::Param::BlockTableStride)), blockIdx));
     Value slot = add(mul(blockId, i64(blockSize)), remConst(pos, blockSize));
     Value isBlock = cmp(arith::CmpIPredicate::sge, blockId, i64(0));
     scf::YieldOp::create(
@@ -313,7 +208,7 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
 void KernelBuilder::build() {
   Value zero = index(0);
   Value one = index(1);
-  Value numTokens = toIndex(arg("num_tokens"));
+  Value numTokens = toIndex(arg(abi::Param::NumTokens));
   Value chunks = index(plan.chunksPerToken);
   auto loop = scf::ParallelOp::create(b, ValueRange{zero, zero},
                                       ValueRange{numTokens, chunks},
@@ -325,9 +220,9 @@ void KernelBuilder::build() {
 
   switch (plan.kind) {
   case KernelKind::Append: {
-    Value slot =
-        memref::LoadOp::create(b, arg("slot_mapping"), ValueRange{toIndex(t)},
-                               /*nontemporal=*/false, llvm::MaybeAlign(8));
+    Value slot = memref::LoadOp::create(
+        b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
+        /*nontemporal=*/false, llvm::MaybeAlign(8));
     emitAppendChunk(slot, t, c);
     break;
   }
@@ -335,32 +230,50 @@ void KernelBuilder::build() {
     emitAppendChunk(emitSlotFromBlockTable(t), t, c);
     break;
   case KernelKind::SlotMapping:
-    memref::StoreOp::create(b, emitSlotFromBlockTable(t), arg("slot_mapping"),
+    memref::StoreOp::create(b, emitSlotFromBlockTable(t),
+                            arg(abi::Param::SlotMapping),
                             ValueRange{toIndex(t)});
     break;
+  case KernelKind::Gather: {
+    Value slot = memref::LoadOp::create(
+        b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
+        /*nontemporal=*/false, llvm::MaybeAlign(8));
+    emitGatherChunk(slot, t, c);
+    break;
+  }
   }
 }
 
-/// Element type of each buffer parameter of a plan.
-static Type bufferElementType(const KernelPlan &plan, StringRef name,
+/// Element type of a buffer parameter of a plan.
+static Type bufferElementType(const KernelPlan &plan, abi::ParamElement element,
                               MLIRContext *ctx) {
-  if (name == "key" || name == "value")
+  switch (element) {
+  case abi::ParamElement::Source:
+  case abi::ParamElement::Output:
     return plan.sourceType;
-  if (name == "key_cache" || name == "value_cache")
+  case abi::ParamElement::Cache:
     return plan.cache.getDtype();
-  if (name == "slot_mapping")
-    return IntegerType::get(ctx, 64);
-  return IntegerType::get(ctx, 32); // block_table, query_start_loc, ...
+  case abi::ParamElement::F32:
+    return Float32Type::get(ctx);
+  case abi::ParamElement::I32:
+    return IntegerType::get(ctx, 32);
+  case abi::ParamElement::I64:
+  case abi::ParamElement::None:
+    break;
+  }
+  return IntegerType::get(ctx, 64);
 }
 
 static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
                                 const KernelPlan &plan) {
   MLIRContext *ctx = builder.getContext();
+  std::vector<abi::Param> params = plan.getParams();
   SmallVector<Type> types;
-  for (auto [i, name] : llvm::enumerate(plan.params)) {
-    if (i < plan.numBuffers)
-      types.push_back(MemRefType::get({ShapedType::kDynamic},
-                                      bufferElementType(plan, name, ctx)));
+  for (abi::Param param : params) {
+    const abi::ParamInfo &info = abi::paramInfo(param);
+    if (info.role == abi::ParamRole::Buffer)
+      types.push_back(MemRefType::get(
+          {ShapedType::kDynamic}, bufferElementType(plan, info.element, ctx)));
     else
       types.push_back(builder.getI64Type());
   }
@@ -377,8 +290,8 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
           builder.getNamedAttr("chunks_per_token",
                                builder.getI64IntegerAttr(plan.chunksPerToken)),
       }));
-  for (auto [i, name] : llvm::enumerate(plan.params))
-    func.setArgAttr(i, "kv.name", builder.getStringAttr(name));
+  for (auto [i, param] : llvm::enumerate(params))
+    func.setArgAttr(i, "kv.name", builder.getStringAttr(abi::paramName(param)));
 
   Block *entry = func.addEntryBlock();
   ImplicitLocOpBuilder b(loc, builder);
@@ -394,19 +307,12 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
     ModuleOp module = getOperation();
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
-      if (isa<kv::AppendOp, kv::SlotMappingOp, kv::FusedAppendOp>(op))
+      if (isa<kv::AppendOp, kv::SlotMappingOp, kv::FusedAppendOp, kv::GatherOp>(
+              op))
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {
       std::vector<KernelPlan> plans = planKernels(op);
-      // Quantization is verified by the dialect but not lowered yet: say so
-      // rather than write an unquantized kernel for a quantized cache.
-      if (plans.front().cache.getQuant()) {
-        op->emitOpError()
-            << "quantized caches are not lowered yet: the quant attribute is "
-               "verified, but kvgen cannot generate its kernel";
-        return signalPassFailure();
-      }
       OpBuilder builder(op);
       for (const KernelPlan &plan : plans)
         buildKernel(builder, op->getLoc(), plan);

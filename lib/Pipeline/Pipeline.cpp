@@ -8,6 +8,7 @@
 
 #include "kvgen/Pipeline/Pipeline.h"
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Pipeline/Description.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -31,6 +32,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -60,14 +62,22 @@ module {
 
 OwningOpRef<ModuleOp> kvgen::parseDescription(StringRef text,
                                               MLIRContext *context) {
-  return parseSourceString<ModuleOp>(text, context);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBuffer(text, "<description>",
+                                       /*RequiresNullTerminator=*/false),
+      llvm::SMLoc());
+  return parseDescription(sourceMgr, context);
 }
 
 std::vector<KernelPlan> kvgen::collectPlans(ModuleOp module) {
   std::vector<KernelPlan> plans;
+  // Only kv ops become kernels; anything else is refused by
+  // verifyDescription, and skipped here for callers that did not ask.
   for (Operation &op : module.getBody()->getOperations())
-    for (KernelPlan &plan : planKernels(&op))
-      plans.push_back(std::move(plan));
+    if (isa_and_nonnull<kv::KVDialect>(op.getDialect()))
+      for (KernelPlan &plan : planKernels(&op))
+        plans.push_back(std::move(plan));
   return plans;
 }
 
@@ -100,6 +110,9 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   pm.addPass(createCSEPass());
   OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
   gpu.addPass(createStripDebugInfoPass());
+  KVExpandFP8CastsOptions fp8;
+  fp8.nvvm = true;
+  gpu.addPass(createKVExpandFP8Casts(fp8));
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64;
   gpu.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
@@ -112,6 +125,9 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
 
 void kvgen::buildHostPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
+  // No CPU has fp8 arithmetic: the same bytes as the GPU's cvt, in integer
+  // ops.
+  pm.addPass(createKVExpandFP8Casts());
   // x86 has no bf16 arithmetic: expand bf16 casts into integer ops (round to
   // nearest even), the same rounding as the GPU's cvt.rn.bf16.f32.
   arith::ArithExpandOpsPassOptions expand;
@@ -229,6 +245,15 @@ FailureOr<std::string> kvgen::runPtxas(StringRef ptx, StringRef chip,
 // Bundle
 //===----------------------------------------------------------------------===//
 
+static llvm::json::Object quantToJSON(kv::QuantAttr quant) {
+  return llvm::json::Object{
+      {"kind", kv::stringifyQuantKind(quant.getKind()).str()},
+      {"granularity",
+       kv::stringifyScaleGranularity(quant.getGranularity()).str()},
+      {"mode", kv::stringifyScaleMode(quant.getMode()).str()},
+      {"reciprocal", quant.getReciprocal()}};
+}
+
 static llvm::json::Object cacheToJSON(kv::CacheType cache) {
   llvm::json::Object o;
   o["layout"] = kv::stringifyLayoutKind(cache.getLayout()).str();
@@ -241,15 +266,19 @@ static llvm::json::Object cacheToJSON(kv::CacheType cache) {
   o["dtype"] = kv::getDTypeName(cache.getDtype());
   if (cache.getLayout() == kv::LayoutKind::VllmVectorized)
     o["x"] = cache.getX();
+  if (kv::QuantAttr quant = cache.getQuant())
+    o["quant"] = quantToJSON(quant);
   return o;
 }
 
 static std::string describe(const KernelPlan &plan) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "kv." << stringifyKernelKind(plan.kind) << " @" << plan.name << " : "
+  os << "kv." << abi::kindName(plan.kind) << " @" << plan.name << " : "
      << plan.cache;
-  if (plan.sourceType)
+  if (plan.kind == KernelKind::Gather)
+    os << " to " << plan.sourceType;
+  else if (plan.sourceType)
     os << " from " << plan.sourceType;
   return text;
 }
@@ -261,11 +290,13 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
   for (const KernelPlan &plan : plans) {
     llvm::json::Object k;
     k["name"] = plan.name;
-    k["kind"] = stringifyKernelKind(plan.kind).str();
-    k["variant"] = stringifyKernelVariant(plan.variant).str();
+    k["kind"] = abi::kindName(plan.kind);
+    k["variant"] = abi::variantName(plan.variant);
     k["description"] = describe(plan);
     k["cache"] = cacheToJSON(plan.cache);
-    if (plan.sourceType)
+    if (plan.kind == KernelKind::Gather)
+      k["output_dtype"] = kv::getDTypeName(plan.sourceType);
+    else if (plan.sourceType)
       k["source_dtype"] = kv::getDTypeName(plan.sourceType);
     k["alignment"] = plan.alignment;
     k["vector_elems"] = plan.vectorElems;
@@ -273,15 +304,17 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     k["launch"] = llvm::json::Object{{"threads_x", plan.threadsX},
                                      {"tokens_per_block", plan.tokensPerBlock},
                                      {"chunks_per_token", plan.chunksPerToken}};
+    // The names come from the ABI's table, the same walk kvrt packs from.
     llvm::json::Array params;
-    for (const std::string &p : plan.params)
-      params.push_back(p);
+    abi::forEachParam(
+        plan.kind, plan.getQuantization(),
+        [&](const abi::ParamInfo &info) { params.push_back(info.name); });
     k["params"] = std::move(params);
     kernels.push_back(std::move(k));
   }
   llvm::json::Object root;
   root["format"] = "kvgen-bundle";
-  root["version"] = 1;
+  root["version"] = abi::kBundleVersion;
   root["target"] =
       llvm::json::Object{{"chip", opts.chip}, {"features", opts.features}};
   if (!ptx.empty())
