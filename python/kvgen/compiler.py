@@ -166,17 +166,11 @@ def _target(target, chip):
     raise ValueError("target: expected gpu or host, got %r" % (target,))
 
 
-_loaded = {}
-_loaded_lock = threading.Lock()
-
-
-def compile(description=None, *, target="gpu", chip=None, cache=None,
-            compiler=None, **fields):
-    """A Bundle for `description` (kv module text) or for the fields of
-    ``describe`` (layout=, block_size=, num_kv_heads=, head_dim=, dtype=,
-    cache_dtype=, quant=, max_seq_len=, kernels=). `target` is "gpu" (PTX for
-    `chip`, default $KVGEN_CHIP or sm_90) or "host" (a shared object for this
-    CPU). `cache` overrides the cache folder. Compiles only on a miss."""
+def cache_entry(description=None, *, target="gpu", chip=None, cache=None,
+                compiler=None, **fields):
+    """The path of the cached bundle (bundle.json) or host object
+    (kernels.so) of a description, compiling it on a miss; arguments as for
+    ``compile``. Needs no libkvrt (precompile uses it)."""
     if description is None:
         description = describe(**fields)
     elif fields:
@@ -202,7 +196,22 @@ def compile(description=None, *, target="gpu", chip=None, cache=None,
         if not os.path.isfile(os.path.join(entry, artifact)):
             _compile_into(path, version, description, kind, chip, entry,
                           artifact)
-    file = os.path.join(entry, artifact)
+    return os.path.join(entry, artifact)
+
+
+_loaded = {}
+_loaded_lock = threading.Lock()
+
+
+def compile(description=None, *, target="gpu", chip=None, cache=None,
+            compiler=None, **fields):
+    """A Bundle for `description` (kv module text) or for the fields of
+    ``describe`` (layout=, block_size=, num_kv_heads=, head_dim=, dtype=,
+    cache_dtype=, quant=, max_seq_len=, kernels=). `target` is "gpu" (PTX for
+    `chip`, default $KVGEN_CHIP or sm_90) or "host" (a shared object for this
+    CPU). `cache` overrides the cache folder. Compiles only on a miss."""
+    file = cache_entry(description, target=target, chip=chip, cache=cache,
+                       compiler=compiler, **fields)
     with _loaded_lock:
         bundle = _loaded.get(file)
         if bundle is None:

@@ -104,8 +104,8 @@ def main(argv=None):
             label = "%s %s" % (target, " ".join(
                 "%s=%s" % kv for kv in sorted(fields.items())))
             try:
-                b = compiler.compile(target=target, chip=args.chip,
-                                     cache=args.cache_dir, **fields)
+                path = compiler.cache_entry(target=target, chip=args.chip,
+                                            cache=args.cache_dir, **fields)
             except errors.CompilerError as e:
                 if "quant" not in fields:
                     print("precompile: FAILED %s\n%s" % (label, e),
@@ -115,7 +115,7 @@ def main(argv=None):
                 print("skipped %s: %s" % (label, str(e).splitlines()[0]))
                 continue
             made += 1
-            print("cached  %s -> %s" % (label, os.path.dirname(b.source)))
+            print("cached  %s -> %s" % (label, os.path.dirname(path)))
     print("precompile: %d descriptions cached, %d skipped, in %s"
           % (made, skipped, args.cache_dir or compiler.cache_dir()))
     return 0
