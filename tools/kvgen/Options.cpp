@@ -38,7 +38,10 @@ cl::opt<Stage> driver::emit(
                clEnumValN(Stage::Cubin, "cubin", "a cubin (runs ptxas)"),
                clEnumValN(Stage::Bundle, "bundle", "a kvrt bundle (JSON)"),
                clEnumValN(Stage::Header, "header",
-                          "a C header embedding the bundle")),
+                          "a C header embedding the bundle"),
+               clEnumValN(Stage::SharedLib, "shared-lib",
+                          "host kernels and their bundle as a shared object "
+                          "(--target=host)")),
     cl::cat(kvgenCategory));
 cl::opt<Target> driver::target(
     "target", cl::desc("Where the kernels run"), cl::init(Target::GPU),
@@ -166,10 +169,14 @@ LogicalResult driver::checkFlags() {
   if (blockSizeFlag.getNumOccurrences() && layoutName() == "contiguous")
     return refuse("--block-size is for paged layouts; --layout=contiguous "
                   "takes --max-seq-len");
+  if (emit == Stage::SharedLib && target != Target::Host)
+    return refuse("--emit=shared-lib needs --target=host");
   if (target == Target::Host &&
-      !llvm::is_contained({Stage::KV, Stage::Loops, Stage::LLVM, Stage::Bundle},
+      !llvm::is_contained({Stage::KV, Stage::Loops, Stage::LLVM, Stage::Bundle,
+                           Stage::SharedLib},
                           emit.getValue()))
-    return refuse("--target=host emits kv, loops, llvm or bundle");
+    return refuse("--target=host emits kv, loops, llvm or bundle, or a "
+                  "shared-lib");
   if (withCubin && (target == Target::Host ||
                     (emit != Stage::Bundle && emit != Stage::Header)))
     return refuse("--with-cubin puts a cubin into a GPU bundle: use it with "

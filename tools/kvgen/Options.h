@@ -17,7 +17,18 @@
 
 namespace kvgen::driver {
 
-enum class Stage { KV, Loops, GPU, NVVM, LLVM, PTX, Cubin, Bundle, Header };
+enum class Stage {
+  KV,
+  Loops,
+  GPU,
+  NVVM,
+  LLVM,
+  PTX,
+  Cubin,
+  Bundle,
+  Header,
+  SharedLib
+};
 enum class Target { GPU, Host };
 
 extern llvm::cl::OptionCategory kvgenCategory;

@@ -16,6 +16,7 @@
 
 #include "kvgen/Conversion/Passes.h"
 #include "kvgen/Pipeline/Description.h"
+#include "kvgen/Pipeline/HostSharedLib.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/IR/AsmState.h"
@@ -104,6 +105,10 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   TimingScope pipelineTiming = timing.nest("Pipeline");
   pm.enableTiming(pipelineTiming);
 
+  if (emit == Stage::SharedLib) {
+    FailureOr<std::string> lib = buildHostSharedLib(*module, pm);
+    return failed(lib) ? failure() : writeOutput(*lib);
+  }
   buildLoopsPipeline(pm);
   if (target == Target::Host) {
     if (emit == Stage::Bundle) {
@@ -177,6 +182,7 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
+  llvm::cl::AddExtraVersionPrinter(printKVGenVersion);
   organizeHelp();
   llvm::cl::ParseCommandLineOptions(
       argc, argv,
