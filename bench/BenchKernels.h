@@ -3,8 +3,8 @@
 // The CUDA side of kvbench, compiled by nvcc for sm_90 only: the hand-written
 // reference append that every generated kernel is compared against, and the
 // helpers the timing needs (random fill, L2 flush, empty kernels, a device
-// mismatch count for the correctness check). kvbench.cpp is plain C++ and
-// reaches all of it through these functions.
+// mismatch count for the correctness check). The rest of kvbench is plain C++
+// and reaches all of it through these functions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +24,7 @@ cudaError_t fillRandom16(uint16_t *data, uint64_t count, uint32_t seed,
                          cudaStream_t stream);
 
 /// A read-only pass over `bytes` (a multiple of 16) of `buffer`: evicts every
-/// line of L2, the way the anchors were measured (PERF-TARGETS.md). `sink`
+/// line of L2, the method of docs/PERFORMANCE.md. `sink`
 /// (one device uint32) is written only if an impossible checksum comes out,
 /// so the loads cannot be dropped.
 cudaError_t flushL2(const void *buffer, uint64_t bytes, uint32_t *sink,
@@ -36,7 +36,7 @@ cudaError_t countMismatches16(const uint16_t *data, uint64_t count,
                               uint32_t seed, unsigned long long *deviceCount,
                               cudaStream_t stream);
 
-/// An empty kernel, <<<1, 1>>>: the launch-cost anchor of PERF-TARGETS.md.
+/// An empty kernel, <<<1, 1>>>: the launch-cost anchor (docs/PERFORMANCE.md).
 cudaError_t launchEmptyKernel(cudaStream_t stream);
 
 /// The number of 8-byte parameters of emptyAbiKernel: what kvrt packs for an

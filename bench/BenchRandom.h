@@ -3,8 +3,8 @@
 // Every buffer kvbench fills (inputs, caches) holds a hash of (seed, element
 // index), so the host can recompute any element without copying the buffer
 // back: that is how the correctness check knows what every untouched byte of a
-// 1 GiB cache must still hold. Values are finite and never zero (METHOD.md:
-// zeros hide unwritten outputs).
+// 1 GiB cache must still hold. Values are finite and never zero
+// (zeros hide unwritten outputs).
 //
 //===----------------------------------------------------------------------===//
 

@@ -6,9 +6,12 @@
 
 Writes one PNG next to each JSON (same name, .png): decode (us per call in a
 CUDA graph of 100 calls) and prefill (cold device time), the generated kernel
-beside the hand-written reference, with the targets of PERF-TARGETS.md drawn
-in. With several JSONs it also writes a summary of every layout's generated
-kernel (--summary, default kvbench-summary.png beside the first JSON).
+beside the hand-written reference, with the targets and peer numbers that
+kvbench judged the run against (its JSON's "targets") drawn in. With several
+JSONs it also writes a summary of every kernel (--summary, default
+kvbench-summary.png beside the first JSON). --print-summary prints one table
+of every JSON and the comparisons between kernels that bench/targets.json
+lists (e.g. block 528 against 512); it needs no matplotlib.
 Runs on the GPU machine: matplotlib only, no display.
 """
 
@@ -18,17 +21,68 @@ import math
 import os
 import sys
 
-import matplotlib
 
-matplotlib.use("Agg")  # no display on the GPU machine
-import matplotlib.pyplot as plt  # noqa: E402
+def pyplot():
+    """matplotlib's pyplot without a display, imported when a PNG is drawn."""
+    import matplotlib
+    matplotlib.use("Agg")  # no display on the GPU machine
+    import matplotlib.pyplot as plt
+    return plt
 
-# PERF-TARGETS.md: the decode and prefill targets, and the best peer
-# measured there (another run's absolute times, drawn for orientation only).
-DECODE_TARGET_US = {1: 1.1, 8: 1.1, 32: 1.1, 512: 2.8}
-PREFILL_TARGET_FRACTION = {4096: 0.75, 16384: 0.95, 65536: 0.95}
-BEST_PEER_DECODE_US = {1: 1.26, 32: 1.36, 128: 1.82, 512: 3.13}
-BEST_PEER_PREFILL_US = {1024: 6.58, 4096: 12.1, 16384: 35.7, 65536: 135}
+
+def headline(doc, phase, tokens):
+    """The generated kernel's headline us at one size (NaN if absent)."""
+    for r in doc["rows"]:
+        if (r["impl"] == "generated" and r["phase"] == phase and
+                r["tokens"] == tokens):
+            return number(r["headline_us"])
+    return float("nan")
+
+
+def compare_kernels(docs, comparisons):
+    """The comparisons of bench/targets.json between kernels of this run:
+    lines 'MET'/'MISS' per size where both kernels were measured."""
+    by_tag = {d["tag"]: d for d in docs}
+    lines = []
+    for c in comparisons:
+        doc, base = by_tag.get(c["kernel"]), by_tag.get(c["against"])
+        if doc is None or base is None:
+            lines.append("  -    %s against %s: not both measured" %
+                         (c["kernel"], c["against"]))
+            continue
+        for phase in c.get("phases", ["decode", "prefill"]):
+            sizes = sorted({r["tokens"] for r in doc["rows"]
+                            if r["phase"] == phase})
+            for tokens in sizes:
+                a, b = headline(doc, phase, tokens), headline(base, phase,
+                                                              tokens)
+                if c["metric"] == "ratio":
+                    value = a / b if b else float("nan")
+                else:  # "difference_us"
+                    value = a - b
+                ok = not math.isnan(value) and value <= c["at_most"]
+                lines.append("  %-4s %s / %s %s %d: %s %s (at most %s)" % (
+                    "MET" if ok else "MISS", c["kernel"], c["against"],
+                    phase, tokens, c["metric"], fmt(value, "%.3f"),
+                    c["at_most"]))
+    return lines
+
+
+
+def judged(doc, phase, metric, peer):
+    """{tokens: limit} of the targets (peer=False) or the peer numbers
+    (peer=True) kvbench judged `phase`'s `metric` against (bench/targets.json,
+    as the JSON records them)."""
+    out = {}
+    prefix = "%s " % phase
+    for t in doc.get("targets") or []:
+        what = t.get("target", "")
+        if not what.startswith(prefix) or (" vs " in what) != peer:
+            continue
+        size, _, rest = what[len(prefix):].partition(": ")
+        if rest.split(" vs ")[0] == metric and t.get("limit") is not None:
+            out[int(size)] = float(t["limit"])
+    return dict(sorted(out.items()))
 
 
 def number(value):
@@ -65,6 +119,7 @@ def title_of(doc):
 
 
 def plot_one(doc, path):
+    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     impls = [i for i in ("generated", "reference")
              if any(r["impl"] == i for r in doc["rows"])]
@@ -82,18 +137,19 @@ def plot_one(doc, path):
             if not math.isnan(node):
                 ax_us.axhline(node, color="grey", linestyle=":",
                               label="empty kernel, graph node")
-            ax_us.plot(list(DECODE_TARGET_US), list(DECODE_TARGET_US.values()),
+            target = judged(doc, "decode", "graph_us", False)
+            peer = judged(doc, "decode", "graph_us", True)
+            ax_us.plot(list(target), list(target.values()),
                        "v", color="green", label="target (max)")
-            ax_us.plot(list(BEST_PEER_DECODE_US),
-                       list(BEST_PEER_DECODE_US.values()), "x", color="red",
+            ax_us.plot(list(peer), list(peer.values()), "x", color="red",
                        label="best peer (anchor run)")
             ax_us.set_title("decode: us per call in a CUDA graph of 100")
         else:
-            ax_us.plot(list(BEST_PEER_PREFILL_US),
-                       list(BEST_PEER_PREFILL_US.values()), "x", color="red",
+            peer = judged(doc, "prefill", "cold_us", True)
+            target = judged(doc, "prefill", "fraction_of_copy", False)
+            ax_us.plot(list(peer), list(peer.values()), "x", color="red",
                        label="best peer (anchor run)")
-            ax_frac.plot(list(PREFILL_TARGET_FRACTION),
-                         list(PREFILL_TARGET_FRACTION.values()), "^",
+            ax_frac.plot(list(target), list(target.values()), "^",
                          color="green", label="target (min)")
             ax_us.set_title("prefill: cold device time, L2 flushed")
         ax_frac.axhline(1.0, color="grey", linestyle=":")
@@ -114,6 +170,7 @@ def plot_one(doc, path):
 
 
 def plot_summary(docs, path):
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for n, doc in enumerate(docs):
         impl = ("generated" if any(r["impl"] == "generated"
@@ -147,13 +204,13 @@ def fmt(value, spec):
     return "n/a" if value is None or math.isnan(value) else spec % value
 
 
-def print_summary(docs):
+def print_summary(docs, comparisons=()):
     """One compact table of every run: what the end of a log must show."""
     print("\n=== kvbench summary (decode: us/call in a graph of 100; prefill: "
           "cold % of the copy ceiling; gen/ref: time ratio at 65536;"
           " launch/empty: eager 1-token loop over the empty kernel's)")
-    print("%-16s %-5s %-34s %-22s %-22s %-7s %s" % (
-        "layout", "impl", "decode us  1 / 8 / 32 / 128 / 512",
+    print("%-28s %-5s %-34s %-22s %-22s %-7s %s" % (
+        "kernel", "impl", "decode us  1 / 8 / 32 / 128 / 512",
         "prefill %  1k/4k/16k/64k", "ref prefill %", "gen/ref", "launch/empty"))
     for doc in docs:
         impl = ("generated" if any(r["impl"] == "generated"
@@ -168,8 +225,8 @@ def print_summary(docs):
         launch = number(doc.get("launch", {}).get(
             "kvrt_over_empty_eager" if impl == "generated"
             else "reference_over_empty_eager"))
-        print("%-16s %-5s %-34s %-22s %-22s %-7s %s" % (
-            doc["description"]["layout"], impl[:5],
+        print("%-28s %-5s %-34s %-22s %-22s %-7s %s" % (
+            doc["tag"], impl[:5],
             " / ".join(fmt(v, "%.2f") for v in decode_us),
             "/".join(fmt(100 * v, "%.0f") for v in prefill),
             "/".join(fmt(100 * v, "%.0f") for v in ref_prefill),
@@ -179,6 +236,10 @@ def print_summary(docs):
     print("copy ceilings (GB/s): " + ", ".join(
         fmt(number(d.get("ceilings", {}).get("copy_GBps")), "%.0f")
         for d in docs))
+    lines = compare_kernels(docs, comparisons)
+    if lines:
+        print("between kernels (bench/targets.json, headline us):")
+        print("\n".join(lines))
 
 
 def main():
@@ -187,7 +248,15 @@ def main():
     parser.add_argument("--summary", help="PNG of every layout (several JSONs)")
     parser.add_argument("--print-summary", action="store_true",
                         help="also print one compact table of every JSON")
+    parser.add_argument("--targets", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "targets.json"),
+        help="the comparisons between kernels (default bench/targets.json)")
     args = parser.parse_args()
+    comparisons = []
+    if os.path.isfile(args.targets):
+        with open(args.targets) as f:
+            comparisons = json.load(f).get("comparisons", [])
+    drawing = True
     docs = []
     for name in args.json:
         try:
@@ -200,13 +269,21 @@ def main():
             print("plot.py: skipping %s: no rows (the run stopped early)"
                   % name, file=sys.stderr)
             continue
-        png = os.path.splitext(name)[0] + ".png"
-        plot_one(doc, png)
-        print("plot.py: wrote " + png)
         docs.append(doc)
+        if not drawing:
+            continue
+        png = os.path.splitext(name)[0] + ".png"
+        try:
+            plot_one(doc, png)
+        except ImportError as e:
+            print("plot.py: no PNGs without matplotlib (%s)" % e,
+                  file=sys.stderr)
+            drawing = False
+            continue
+        print("plot.py: wrote " + png)
     if args.print_summary and docs:
-        print_summary(docs)
-    if len(docs) > 1:
+        print_summary(docs, comparisons)
+    if len(docs) > 1 and drawing:
         summary = args.summary or os.path.join(
             os.path.dirname(args.json[0]) or ".", "kvbench-summary.png")
         plot_summary(docs, summary)

@@ -1,45 +1,111 @@
 #!/usr/bin/env bash
-# Runs kvbench on the GPU machine over build outputs carried from the build
-# machine (the GPU machine has no MLIR: nothing is built here). From the repo
-# root:
+# Runs the bench on a CUDA machine over build outputs made elsewhere (the CUDA
+# machine needs no MLIR: nothing is built here). From the repository root:
 #
-#   scripts/bench.sh [BUNDLE]
+#   scripts/bench.sh [--budget S] [--quick] [--peer PATH] [BUILD_DIR [OUT_DIR]]
+#   scripts/bench.sh BUNDLE                  (the older form: one bundle file)
 #
-# BUNDLE defaults to $KVGEN_BUILD_DIR/bench/bench.bundle.json (what the bench's
-# CMake generates from bench/bench.mlir). It needs, under $KVGEN_BUILD_DIR
-# (default build): bin/kvbench, lib/libkvrt.so*, and the bundle. Without a
-# bundle it times the hand-written reference and the ceilings only.
+# BUILD_DIR (default $KVGEN_BUILD_DIR, else build) holds bin/kvbench,
+# lib/libkvrt.so* and bench/*.bundle.json (what bench/CMakeLists.txt builds,
+# or what scripts/stage-gpu.sh copies). Everything goes under OUT_DIR
+# (default $OUT, else ./bench-out).
 #
-# Everything goes under $OUT (default ./bench-out): per kernel a log, JSON,
-# CSV, table and PNG, plus a summary PNG and nvidia-smi's view before and
-# after. The tables are printed last, the most important (paged_nhd and the
-# cross-layout summary) at the very end, because only the end of the output
-# may come back.
+# What runs, most important first, each only while the budget lasts (a run
+# that would start with less than 30 s left is reported as skipped):
+#   1. kvbench on bench_paged_nhd (bf16, paged NHD, 8 x 128, block 16);
+#   2. side_by_side.py: the same kernel (and the fp8 one, if built) beside the
+#      peer's Triton append in one process, if --peer (or $KVBENCH_PEER)
+#      names the peer's file;
+#   3. kvbench on the quantized rows (bench-quant.bundle.json) and on block
+#      512 against 528 (bench.bundle.json, bench-shapes.bundle.json): a
+#      bundle or kernel that is not there is skipped, saying which CMake
+#      option builds it;
+#   4. kvbench on the other layouts.
+# Without any bundle it times the hand-written reference and the ceilings
+# only. The tables are printed last, the most important at the very end
+# (only the end of the output may come back), and kept in OUT_DIR/summary.txt.
 #
-# Environment:
-#   KVBENCH_KERNELS  kernels to run (default: all five layouts, paged_nhd first)
-#   KVBENCH_ARGS     extra kvbench arguments, e.g. --quick for a smoke test
-#   KVBENCH_BUDGET   seconds for all runs together (default 540: the GPU
-#                    tool's 600 s per command, minus plotting)
-#   KVBENCH_RUN_TIMEOUT  seconds one kvbench run may take (default 240)
+# Options and environment:
+#   --budget S       seconds for all runs together (default $KVBENCH_BUDGET,
+#                    else 540: a 9-minute GPU session, less plotting)
+#   --quick          every run with --quick: a smoke test, not a measurement
+#   --peer PATH      the peer's kv_append_triton.py (default $KVBENCH_PEER)
+#   KVBENCH_KERNELS  kvbench kernels to run instead of the list above
+#   KVBENCH_ARGS     extra kvbench arguments
+#   KVBENCH_RUN_TIMEOUT  seconds one run may take (default 240)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-build=${KVGEN_BUILD_DIR:-build}
-bundle=${1:-$build/bench/bench.bundle.json}
-out=${OUT:-$PWD/bench-out}
-kvbench=$build/bin/kvbench
-kernels=${KVBENCH_KERNELS:-bench_paged_nhd bench_paged_hnd bench_contiguous bench_vllm_vectorized bench_dual_stacked}
-layouts="paged_nhd paged_hnd contiguous vllm_vectorized dual_stacked"
+usage() {
+  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+}
+
 budget=${KVBENCH_BUDGET:-540}
+quick=
+peer=${KVBENCH_PEER:-}
+positional=()
+while [ $# -gt 0 ]; do
+  case $1 in
+  --budget)
+    [ $# -ge 2 ] || { echo "bench.sh: --budget needs seconds" >&2; exit 2; }
+    budget=$2
+    shift 2
+    ;;
+  --quick) quick=--quick; shift ;;
+  --peer)
+    [ $# -ge 2 ] || { echo "bench.sh: --peer needs a path" >&2; exit 2; }
+    peer=$2
+    shift 2
+    ;;
+  -h | --help) usage; exit 0 ;;
+  -*) echo "bench.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+  *) positional+=("$1"); shift ;;
+  esac
+done
+case $budget in
+'' | *[!0-9]*) echo "bench.sh: --budget takes whole seconds, not '$budget'" >&2; exit 2 ;;
+esac
+if [ ${#positional[@]} -gt 2 ]; then
+  echo "bench.sh: at most BUILD_DIR and OUT_DIR, got: ${positional[*]}" >&2
+  exit 2
+fi
+
+# The older form names a bundle file; the build is then $KVGEN_BUILD_DIR and
+# the other bundles are looked for beside the one given.
+build=${KVGEN_BUILD_DIR:-build}
+out=${OUT:-$PWD/bench-out}
+bundle_dir=
+main_bundle=
+if [ ${#positional[@]} -ge 1 ]; then
+  if [ -f "${positional[0]}" ] || [[ ${positional[0]} == *.json ]]; then
+    main_bundle=${positional[0]}
+    bundle_dir=$(dirname "$main_bundle")
+  else
+    build=${positional[0]}
+  fi
+fi
+[ ${#positional[@]} -ge 2 ] && out=${positional[1]}
+bundle_dir=${bundle_dir:-$build/bench}
+main_bundle=${main_bundle:-$bundle_dir/bench.bundle.json}
+quant_bundle=$bundle_dir/bench-quant.bundle.json
+shapes_bundle=$bundle_dir/bench-shapes.bundle.json
 run_timeout=${KVBENCH_RUN_TIMEOUT:-240}
 extra_args=${KVBENCH_ARGS:-}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 
+# kvrt's checked mode copies the slots to the host before every launch: it
+# would time a different path and cannot be captured in a graph.
+if [ -n "${KVRT_CHECKED:-}" ]; then
+  echo "bench.sh: KVRT_CHECKED is set; unset for the bench (it times kvrt's plain path)"
+  unset KVRT_CHECKED
+fi
+
+kvbench=$build/bin/kvbench
 if [ ! -x "$kvbench" ]; then
-  echo "bench.sh: no $kvbench. Build it on the build machine" \
-       "(ninja -C $build kvbench kvbench_bundle) and carry $build/bin/kvbench," \
-       "$build/lib/libkvrt.so* and $build/bench/bench.bundle.json." >&2
+  echo "bench.sh: no $kvbench. Build it where MLIR is (ninja -C BUILD kvbench" \
+       "kvbench_bundle, or scripts/stage-gpu.sh) and carry bin/kvbench," \
+       "lib/libkvrt.so* and bench/*.bundle.json." >&2
   exit 2
 fi
 build=$(cd "$build" && pwd)
@@ -65,7 +131,7 @@ if grep -q 'not found' "$out/ldd-kvbench.txt"; then
   exit 2
 fi
 
-echo "== bench.sh: $(date -u +%FT%TZ), kvbench $kvbench, out $out"
+echo "== bench.sh: $(date -u +%FT%TZ), kvbench $kvbench, out $out, budget ${budget}s${quick:+, QUICK}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used \
   --format=csv 2>&1 | tee "$out/nvidia-smi-before.csv"
 nvidia-smi -q -d CLOCK,PERFORMANCE > "$out/nvidia-smi-before.txt" 2>&1 || true
@@ -73,51 +139,103 @@ nvidia-smi -q -d CLOCK,PERFORMANCE > "$out/nvidia-smi-before.txt" 2>&1 || true
 start=$(date +%s)
 status=0
 failed=()
+skipped=()
 ran=()
 
+# The seconds a run may take now, or nothing if too little is left.
+limit_now() {
+  local left=$((budget - ($(date +%s) - start)))
+  [ "$left" -ge 30 ] || return 1
+  echo $((left < run_timeout ? left : run_timeout))
+}
+
 # One kvbench run: its own log, a deadline from what is left of the budget.
-run_one() {
+run_kvbench() {
   local tag=$1
   shift
-  local elapsed=$(($(date +%s) - start))
-  local left=$((budget - elapsed))
-  if [ "$left" -lt 30 ]; then
-    echo "== $tag: SKIPPED, ${elapsed}s of the ${budget}s budget used"
-    failed+=("$tag (skipped: out of time)")
-    status=1
+  local limit
+  if ! limit=$(limit_now); then
+    skipped+=("$tag (out of time: $(($(date +%s) - start))s of ${budget}s used)")
     return
   fi
-  local limit=$((left < run_timeout ? left : run_timeout))
   echo "== kvbench $tag (limit ${limit}s): $*"
   local t0
   t0=$(date +%s)
-  timeout -k 10 "$limit" "$kvbench" "$@" "$out" > "$out/kvbench-$tag.log" 2>&1
+  # shellcheck disable=SC2086 # extra_args and quick are lists of words
+  timeout -k 10 "$limit" "$kvbench" "$@" --targets bench/targets.json $quick \
+    $extra_args "$out" > "$out/kvbench-$tag.log" 2>&1
   local rc=$?
   echo "   rc=$rc in $(($(date +%s) - t0))s; log $out/kvbench-$tag.log"
-  ran+=("$tag")
+  case $rc in
+  0) ran+=("$tag") ;;
+  4) skipped+=("$tag (not in the bundle: $(tail -n 1 "$out/kvbench-$tag.log" | cut -c1-160))") ;;
+  124 | 137) ran+=("$tag"); failed+=("$tag (timed out after ${limit}s)"); status=1 ;;
+  3) ran+=("$tag"); failed+=("$tag (the generated kernel failed its check or was refused)"); status=1 ;;
+  *) ran+=("$tag"); failed+=("$tag (rc $rc)"); status=1 ;;
+  esac
+}
+
+# A kernel of a bundle that may not have been built: skipped, saying how.
+run_kernel() {
+  local bundle=$1 kernel=$2 how=$3
+  if [ ! -f "$bundle" ]; then
+    skipped+=("$kernel (no $(basename "$bundle"): $how)")
+    return
+  fi
+  run_kvbench "$kernel" --bundle "$bundle" --kernel "$kernel"
+}
+
+run_side_by_side() {
+  if [ -z "$peer" ]; then
+    skipped+=("side_by_side (no --peer and no KVBENCH_PEER: the peer's file is not part of the repository)")
+    return
+  fi
+  local limit
+  if ! limit=$(limit_now); then
+    skipped+=("side_by_side (out of time)")
+    return
+  fi
+  local args=(--peer "$peer" --bundle "$main_bundle" --kernel bench_paged_nhd
+              --out "$out")
+  if [ -f "$quant_bundle" ]; then
+    args+=(--bundle "$quant_bundle" --kernel bench_paged_nhd_fp8)
+  fi
+  echo "== side_by_side (limit ${limit}s): ${args[*]}"
+  local t0
+  t0=$(date +%s)
+  timeout -k 10 "$limit" python3 bench/side_by_side.py "${args[@]}" $quick \
+    --kvrt-lib "$(find "$build/lib" -maxdepth 1 -type f -name 'libkvrt.so*' | head -n 1)" \
+    > "$out/side_by_side.log" 2>&1
+  local rc=$?
+  echo "   rc=$rc in $(($(date +%s) - t0))s; log $out/side_by_side.log"
   if [ "$rc" -ne 0 ]; then
     status=1
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-      failed+=("$tag (timed out after ${limit}s)")
-    elif [ "$rc" -eq 3 ]; then
-      failed+=("$tag (the generated kernel failed its check)")
-    else
-      failed+=("$tag (rc $rc)")
-    fi
+    failed+=("side_by_side (rc $rc$([ "$rc" -eq 3 ] && echo ': kvgen and the peer disagree'))")
   fi
 }
 
-if [ -f "$bundle" ]; then
-  for k in $kernels; do
-    # shellcheck disable=SC2086 # extra_args is a list of words
-    run_one "$k" --bundle "$bundle" --kernel "$k" $extra_args
+quant_how="configure with -DKVBENCH_QUANT_ROWS=ON (a kvgen that lowers quantized caches)"
+shapes_how="configure with -DKVBENCH_SHAPE_ROWS=ON (a kvgen that takes any block size)"
+if [ -n "${KVBENCH_KERNELS:-}" ]; then
+  for k in $KVBENCH_KERNELS; do
+    run_kernel "$main_bundle" "$k" "build the bench bundle"
+  done
+elif [ -f "$main_bundle" ]; then
+  run_kernel "$main_bundle" bench_paged_nhd "build the bench bundle"
+  run_side_by_side
+  run_kernel "$quant_bundle" bench_paged_nhd_fp8 "$quant_how"
+  run_kernel "$quant_bundle" bench_paged_nhd_int8_dyn "$quant_how"
+  run_kernel "$main_bundle" bench_paged_nhd_bs512 "build the bench bundle"
+  run_kernel "$shapes_bundle" bench_paged_nhd_bs528 "$shapes_how"
+  for k in bench_paged_hnd bench_contiguous bench_vllm_vectorized bench_dual_stacked; do
+    run_kernel "$main_bundle" "$k" "build the bench bundle"
   done
 else
-  echo "bench.sh: NO BUNDLE at $bundle: timing the hand-written reference and" \
-       "the ceilings only (no generated kernel)"
-  for l in $layouts; do
-    # shellcheck disable=SC2086
-    run_one "reference_$l" --layout "$l" $extra_args
+  echo "bench.sh: NO BUNDLE at $main_bundle: timing the hand-written reference" \
+       "and the ceilings only (no generated kernel)"
+  # paged_nhd first: the layout the targets are set for.
+  for l in paged_nhd $("$kvbench" --list-layouts | grep -vx paged_nhd); do
+    run_kvbench "reference_$l" --layout "$l"
   done
 fi
 
@@ -133,24 +251,29 @@ if [ ${#jsons[@]} -gt 0 ]; then
     > "$out/plot.log" 2>&1 || echo "bench.sh: plot.py failed, see $out/plot.log"
 fi
 
-# The end of the output: what failed (with the end of its log), every table
-# but the first kernel's without its targets, then the first kernel's table
-# with its targets, then the one-table summary of all. The same text goes to
-# $OUT/summary.txt.
+# The end of the output: what was skipped and what failed (with the end of
+# its log), every kvbench table but the first without its targets, the first
+# with them, the side-by-side table, then the one-table summary of all.
 {
   echo
-  echo "===================== kvbench results ($(($(date +%s) - start))s) ====================="
+  echo "===================== bench results ($(($(date +%s) - start))s of ${budget}s) ====================="
+  for s in "${skipped[@]+"${skipped[@]}"}"; do
+    echo "-- SKIPPED: $s"
+  done
   for f in "${failed[@]+"${failed[@]}"}"; do
     tag=${f%% *}
     echo "!! FAILED: $f"
-    [ -f "$out/kvbench-$tag.log" ] && tail -n 25 "$out/kvbench-$tag.log" | sed 's/^/   | /'
+    log=$out/kvbench-$tag.log
+    [ "$tag" = side_by_side ] && log=$out/side_by_side.log
+    [ -f "$log" ] && tail -n 25 "$log" | sed 's/^/   | /'
   done
   first=${ran[0]:-}
   for tag in "${ran[@]+"${ran[@]}"}"; do
     [ "$tag" = "$first" ] && continue
-    [ -f "$out/kvbench-$tag.txt" ] && sed '/^targets (PERF-TARGETS/,$d' "$out/kvbench-$tag.txt"
+    [ -f "$out/kvbench-$tag.txt" ] && sed '/^targets of /,$d' "$out/kvbench-$tag.txt"
   done
   [ -n "$first" ] && [ -f "$out/kvbench-$first.txt" ] && cat "$out/kvbench-$first.txt"
+  [ -f "$out/side_by_side.md" ] && { echo; cat "$out/side_by_side.md"; }
   if [ ${#jsons[@]} -gt 0 ]; then
     python3 bench/plot.py --print-summary "${jsons[@]}" --summary "$out/kvbench-summary.png" 2>&1 |
       grep -v '^plot.py: wrote'

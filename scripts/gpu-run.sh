@@ -3,14 +3,17 @@
 #
 # Runs on a CUDA machine over a folder made by scripts/stage-gpu.sh (default
 # build/gpu-stage); logs go to OUT_DIR (default STAGE_DIR/logs):
-#   suite   the GPU suite, under compute-sanitizer too, and the runtime example
+#   suite   the GPU suite, under compute-sanitizer too, the runtime example
+#           and kvrt's GPU test
+#   python  the Python package's GPU tests, its eager benchmark and example
 #   bench   kvbench and the side-by-side comparison (scripts/bench.sh)
-#   all     both
+#   all     all three
 # The logs are also packed into OUT_DIR/WHAT-logs.tar.gz, and the summaries
 # and plots copied beside it, so that the whole record is a few files.
 #
 # Environment: the limits of scripts/gpu-suite.sh and scripts/bench.sh
-# (GPU_SUITE_TIMEOUT, KVBENCH_BUDGET, ...).
+# (GPU_SUITE_TIMEOUT, KVBENCH_BUDGET, ...); KVBENCH_PEER names the peer's
+# Triton append for the side-by-side comparison.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-suite}
@@ -27,23 +30,47 @@ rc=0
 run_suite() {
   KVRT_EXAMPLE_BUNDLES="$stage/bin/default.bundle.json" OUT=$1 \
     bash scripts/gpu-suite.sh "$stage" || rc=$?
+  KVRT_REFERENCE_BUNDLE="$stage/bin/reference.bundle.json" \
+    LD_LIBRARY_PATH="$stage/lib" "$stage/bin/kvrt_gpu_test" \
+    > "$1/kvrt_gpu_test.log" 2>&1 || rc=$?
+  tail -n 3 "$1/kvrt_gpu_test.log" | sed 's/^/kvrt_gpu_test: /' >> "$1/summary.txt"
+}
+run_python() {
+  mkdir -p "$1"
+  (
+    export KVGEN_CACHE_DIR=$PWD/$stage/kvgen-cache KVGEN_COMPILER=/nonexistent \
+      KVGEN_KVRT_LIB=$PWD/$stage/lib/libkvrt.so PYTHONPATH=$PWD/python
+    python3 -m pytest -v -rs python/tests/test_gpu.py > "$1/pytest.log" 2>&1
+    status=$?
+    python3 python/bench_eager.py --json "$1/bench_eager.json" \
+      > "$1/bench_eager.log" 2>&1 || status=1
+    python3 python/examples/vllm_reshape_and_cache.py > "$1/example.log" 2>&1 ||
+      status=1
+    exit $status
+  ) || rc=$?
+  { tail -n 1 "$1/pytest.log"; cat "$1/bench_eager.log"; } | sed 's/^/python: /' \
+    >> "$1/summary.txt"
 }
 run_bench() {
-  OUT=$1 bash scripts/bench.sh "$stage/bench/bench.bundle.json" || rc=$?
+  bash scripts/bench.sh --budget "${KVBENCH_BUDGET:-540}" \
+    ${KVBENCH_PEER:+--peer "$KVBENCH_PEER"} "$stage" "$1" || rc=$?
 }
 case $what in
 suite) run_suite "$logs" ;;
+python) run_python "$logs" ;;
 bench) run_bench "$logs" ;;
 all)
   GPU_SUITE_TIMEOUT=${GPU_SUITE_TIMEOUT:-150} \
     GPU_SUITE_SANITIZER_TIMEOUT=${GPU_SUITE_SANITIZER_TIMEOUT:-90} \
     run_suite "$logs/suite"
+  run_python "$logs/python"
   KVBENCH_BUDGET=${KVBENCH_BUDGET:-250} run_bench "$logs/bench"
-  cat "$logs/suite/summary.txt" "$logs/bench/summary.txt" \
+  cat "$logs/suite/summary.txt" "$logs/python/summary.txt" \
+    "$logs/bench/summary.txt" \
     > "$logs/summary.txt" 2>/dev/null
   ;;
 *)
-  echo "usage: gpu-run.sh suite|bench|all [STAGE_DIR] [OUT_DIR]" >&2
+  echo "usage: gpu-run.sh suite|python|bench|all [STAGE_DIR] [OUT_DIR]" >&2
   exit 2
   ;;
 esac

@@ -3,20 +3,29 @@
 #
 # Copies what a CUDA machine needs to run kvgen's GPU checks into DEST
 # (default: BUILD_DIR/gpu-stage): the GPU suite and its bundles, the multi-GPU
-# test, kvbench and its bundle, the runtime example, libkvrt, the Python
-# package's pieces and the default bundle (with a cubin). The CUDA machine
-# needs no MLIR and builds nothing: it runs scripts/gpu-run.sh over DEST.
+# test, kvrt's GPU test and its reference bundles, kvbench and its bundles,
+# the runtime example, libkvrt, the Python package's precompiled kernels and
+# the default bundle (with a cubin). The CUDA machine needs no MLIR and
+# builds nothing: it runs scripts/gpu-run.sh over DEST.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-${KVGEN_BUILD_DIR:-build}}
 dst=${2:-$build/gpu-stage}
 rm -rf "$dst"
 mkdir -p "$dst/bin" "$dst/lib" "$dst/bench"
-for b in kvgen-gpu-suite kvgen-multi-gpu-test kvbench kvrt-example-paged-append; do
+for b in kvgen-gpu-suite kvgen-multi-gpu-test kvbench kvrt-example-paged-append \
+  kvrt_gpu_test; do
   if [ -x "$build/bin/$b" ]; then cp "$build/bin/$b" "$dst/bin/"; fi
 done
 cp "$build"/bin/*.bundle.json "$dst/bin/" 2>/dev/null || true
 cp -P "$build"/lib/libkvrt.so* "$dst/lib/"
 cp "$build"/bench/*.bundle.json "$dst/bench/" 2>/dev/null || true
+cp "$build"/runtime/test/gpu/reference*.bundle.json "$dst/bin/" 2>/dev/null || true
+# The Python package's GPU tests find their kernels in a cache filled here:
+# the CUDA machine has no compiler.
+KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile \
+  --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --num-kv-heads 8 \
+  --head-dim 128 --block-size 16 --dtypes bf16,f16,f32 \
+  --layouts paged_nhd,paged_hnd --kv-cache-dtypes auto,fp8_e4m3,fp8_e5m2
 "$build/bin/kvgen" --emit=bundle --with-cubin -o "$dst/bin/default.bundle.json"
 du -sh "$dst"

@@ -8,6 +8,7 @@
 
 #include "kvgen/Pipeline/Pipeline.h"
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Pipeline/Description.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -31,6 +32,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -60,14 +62,22 @@ module {
 
 OwningOpRef<ModuleOp> kvgen::parseDescription(StringRef text,
                                               MLIRContext *context) {
-  return parseSourceString<ModuleOp>(text, context);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBuffer(text, "<description>",
+                                       /*RequiresNullTerminator=*/false),
+      llvm::SMLoc());
+  return parseDescription(sourceMgr, context);
 }
 
 std::vector<KernelPlan> kvgen::collectPlans(ModuleOp module) {
   std::vector<KernelPlan> plans;
+  // Only kv ops become kernels; anything else is refused by
+  // verifyDescription, and skipped here for callers that did not ask.
   for (Operation &op : module.getBody()->getOperations())
-    for (KernelPlan &plan : planKernels(&op))
-      plans.push_back(std::move(plan));
+    if (isa_and_nonnull<kv::KVDialect>(op.getDialect()))
+      for (KernelPlan &plan : planKernels(&op))
+        plans.push_back(std::move(plan));
   return plans;
 }
 

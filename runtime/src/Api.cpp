@@ -12,27 +12,23 @@
 #include "Bundle.h"
 #include "Status.h"
 
-#include <exception>
+#include <cstring>
 
 using namespace kvrt::impl;
-
-template <typename Body> static kvrt_status guarded(Body body) {
-  try {
-    return publish(body());
-  } catch (const std::exception &error) {
-    return publish(KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                              "kvrt internal error: %s", error.what()));
-  } catch (...) {
-    return publish(KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                              "kvrt internal error: unknown exception"));
-  }
-}
 
 extern "C" {
 
 const char *kvrt_last_error(void) { return lastErrorMessage(); }
 
-const char *kvrt_status_name(kvrt_status status) { return statusName(status); }
+const char *kvrt_status_name(kvrt_status status) {
+  // Read as its bits: a C caller may pass any int, and loading one outside
+  // the enum's range as a kvrt_status is undefined in C++.
+  static_assert(sizeof(kvrt_status) == sizeof(int),
+                "kvrt_status is an int-sized C enum");
+  int code = 0;
+  std::memcpy(&code, &status, sizeof(code));
+  return statusName(code);
+}
 
 kvrt_status kvrt_bundle_load_file(const char *path, kvrt_bundle **out) {
   return guarded([&] { return loadBundleFile(path, out); });
@@ -75,10 +71,21 @@ const char *kvrt_bundle_kernel_variant(const kvrt_bundle *bundle,
   return variantName(bundle->manifest.kernels[index].variant);
 }
 
+const char *kvrt_bundle_kernel_manifest(const kvrt_bundle *bundle,
+                                        size_t index) {
+  if (!bundle || index >= bundle->manifest.kernels.size())
+    return nullptr;
+  return bundle->manifest.kernels[index].manifestJson.c_str();
+}
+
 kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
                                         const char *kernel_name,
                                         kvrt_host_kernel fn) {
   return guarded([&] { return setHostKernel(bundle, kernel_name, fn); });
+}
+
+kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled) {
+  return guarded([&] { return setChecked(bundle, enabled); });
 }
 
 kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
@@ -99,3 +106,9 @@ kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
 }
 
 } // extern "C"
+
+extern "C" kvrt_status kvrt_gather(kvrt_bundle *bundle,
+                                   const kvrt_gather_args *args,
+                                   kvrt_stream stream) {
+  return guarded([&] { return gather(bundle, args, stream); });
+}

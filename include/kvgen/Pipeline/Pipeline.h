@@ -104,7 +104,8 @@ private:
 /// JIT-compiles every kernel of a kv module (which is consumed) for the host.
 mlir::FailureOr<HostKernels> compileForHost(mlir::ModuleOp module);
 
-/// Parses and verifies kv IR text; diagnostics go to the context's handler.
+/// Parses and verifies kv IR text with the limits and checks of
+/// Description.h; diagnostics go to the context's handler.
 mlir::OwningOpRef<mlir::ModuleOp> parseDescription(llvm::StringRef text,
                                                    mlir::MLIRContext *context);
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
+#include "kvgen/ABI/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -172,6 +173,32 @@ bool CacheType::isPaged() const {
   return getLayout() != LayoutKind::Contiguous;
 }
 
+/// The limits of docs/CONTRACT.md, checked one at a time so that the product
+/// of heads and head_dim cannot overflow.
+static LogicalResult
+verifyCacheLimits(function_ref<InFlightDiagnostic()> emitError,
+                  LayoutKind layout, int64_t tokensPerBlock, int64_t numKvHeads,
+                  int64_t headDim) {
+  auto tooLarge = [&](StringRef what, int64_t value, int64_t limit) {
+    return emitError() << what << " " << value
+                       << " is past the limit: a kernel supports at most "
+                       << limit;
+  };
+  using namespace kvgen::abi;
+  if (tokensPerBlock > kMaxTokensPerBlock)
+    return tooLarge(layout == LayoutKind::Contiguous ? "max_seq_len"
+                                                     : "block_size",
+                    tokensPerBlock, kMaxTokensPerBlock);
+  if (headDim > kMaxHeadDim)
+    return tooLarge("head_dim", headDim, kMaxHeadDim);
+  if (numKvHeads > kMaxKvHeads)
+    return tooLarge("num_kv_heads", numKvHeads, kMaxKvHeads);
+  if (numKvHeads * headDim > kMaxElementsPerToken)
+    return tooLarge("num_kv_heads * head_dim", numKvHeads * headDim,
+                    kMaxElementsPerToken);
+  return success();
+}
+
 LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                                 LayoutKind layout, int64_t blockSize,
                                 int64_t maxSeqLen, int64_t numKvHeads,
@@ -197,6 +224,11 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
     if (blockSize <= 0)
       return emitError() << "block_size must be positive, got " << blockSize;
   }
+  if (failed(verifyCacheLimits(emitError, layout,
+                               layout == LayoutKind::Contiguous ? maxSeqLen
+                                                                : blockSize,
+                               numKvHeads, headDim)))
+    return failure();
 
   if (!quant) {
     if (!isPlainFloat(dtype))

@@ -1,0 +1,184 @@
+//===- GeneratedAppend.cpp - the generated kernel, through kvrt_append ----===//
+//
+// The one launchable that depends on kvrt: DLPack tensors over kvbench's
+// buffers, one kvrt_append_args per input set, built before any timing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Launchables.h"
+
+#include "kvrt/kvrt.h"
+
+#include <dlpack/dlpack.h>
+
+namespace kvbench {
+namespace {
+
+/// The DLPack type of a cache or source dtype; fp8 caches go as uint8, which
+/// kvrt accepts beside DLPack's float8 codes.
+DLDataType dlpackDtype(abi::DType dtype) {
+  switch (dtype) {
+  case abi::DType::BF16:
+    return DLDataType{kDLBfloat, 16, 1};
+  case abi::DType::F16:
+    return DLDataType{kDLFloat, 16, 1};
+  case abi::DType::F32:
+    return DLDataType{kDLFloat, 32, 1};
+  case abi::DType::F8E4M3:
+  case abi::DType::F8E5M2:
+    return DLDataType{kDLUInt, 8, 1};
+  case abi::DType::I8:
+    return DLDataType{kDLInt, 8, 1};
+  case abi::DType::I32:
+    return DLDataType{kDLInt, 32, 1};
+  case abi::DType::I64:
+    return DLDataType{kDLInt, 64, 1};
+  }
+  fatal(std::string("no DLPack dtype for ") + abi::dtypeName(dtype));
+}
+
+constexpr DLDataType kF32{kDLFloat, 32, 1};
+
+class GeneratedAppend : public Launchable {
+public:
+  GeneratedAppend(kvrt_bundle *bundle, std::string kvrtName,
+                  kvrt_variant variant, const CacheGeometry &g,
+                  const DeviceState &state)
+      : bundle(bundle), kernelName(std::move(kvrtName)), variant(variant),
+        geometry(g), device(state.device) {
+    keyCacheShape = g.keyShape;
+    valueCacheShape = g.valueShape;
+    scaleCacheShape = g.scaleCacheShape;
+    const DLDataType cache = dlpackDtype(g.desc.cacheDtype);
+    keyCache = tensor(state.keyCache, cache, keyCacheShape);
+    if (!g.dual)
+      valueCache = tensor(state.valueAlloc, cache, valueCacheShape);
+    if (state.keyScaleCache) {
+      keyScaleCache = tensor(state.keyScaleCache, kF32, scaleCacheShape);
+      valueScaleCache = tensor(state.valueScaleCache, kF32, scaleCacheShape);
+    }
+  }
+  std::string name() const override {
+    return "generated " + kernelName + " via kvrt";
+  }
+  void prepare(int64_t tokens, const std::vector<SetPointers> &sets) override;
+  bool launch(int set, cudaStream_t stream) override {
+    const kvrt_status status = kvrt_append(bundle, &args[size_t(set)], stream);
+    if (status == KVRT_SUCCESS)
+      return true;
+    error =
+        format("kvrt_append returned %d: %s", int(status), kvrt_last_error());
+    return false;
+  }
+
+private:
+  DLTensor tensor(const void *data, DLDataType dtype,
+                  std::vector<int64_t> &shape) const {
+    DLTensor t{};
+    t.data = const_cast<void *>(data);
+    t.device = DLDevice{kDLCUDA, int32_t(device)};
+    t.ndim = int32_t(shape.size());
+    t.dtype = dtype;
+    t.shape = shape.data();
+    t.strides = nullptr; // compact row-major, as DLPack defines NULL
+    t.byte_offset = 0;
+    return t;
+  }
+
+  /// The static scale tensor's shape for `tokens` tokens (KERNEL-ABI.md).
+  std::vector<int64_t> staticScaleShape(int64_t tokens) const {
+    const int64_t H = geometry.desc.numHeads;
+    switch (geometry.desc.quant->granularity) {
+    case abi::ScaleGranularity::PerTensor:
+      return {1};
+    case abi::ScaleGranularity::PerHead:
+      return {H};
+    case abi::ScaleGranularity::PerToken:
+      return {tokens};
+    case abi::ScaleGranularity::PerTokenHead:
+      return {tokens, H};
+    case abi::ScaleGranularity::PerBlock:
+      return {geometry.numBlocks, H};
+    }
+    return {1};
+  }
+
+  kvrt_bundle *bundle;
+  std::string kernelName;
+  kvrt_variant variant;
+  CacheGeometry geometry;
+  int device;
+  std::vector<int64_t> keyCacheShape, valueCacheShape, scaleCacheShape,
+      inputShape, slotShape, scaleShape;
+  DLTensor keyCache{}, valueCache{}, keyScaleCache{}, valueScaleCache{};
+  std::vector<DLTensor> keys, values, slots, keyScales, valueScales;
+  std::vector<kvrt_append_args> args;
+};
+
+void GeneratedAppend::prepare(int64_t tokens,
+                              const std::vector<SetPointers> &sets) {
+  inputShape = {tokens, geometry.desc.numHeads, geometry.desc.headDim};
+  slotShape = {tokens};
+  const bool staticScales = geometry.desc.quant &&
+                            geometry.desc.quant->mode == abi::ScaleMode::Static;
+  if (staticScales)
+    scaleShape = staticScaleShape(tokens);
+  const DLDataType source = dlpackDtype(geometry.desc.sourceDtype);
+  keys.clear();
+  values.clear();
+  slots.clear();
+  keyScales.clear();
+  valueScales.clear();
+  for (const SetPointers &s : sets) {
+    keys.push_back(tensor(s.key, source, inputShape));
+    values.push_back(tensor(s.value, source, inputShape));
+    slots.push_back(tensor(s.slots, DLDataType{kDLInt, 64, 1}, slotShape));
+    if (staticScales) {
+      keyScales.push_back(tensor(s.keyScale, kF32, scaleShape));
+      valueScales.push_back(tensor(s.valueScale, kF32, scaleShape));
+    }
+  }
+  // The argument structs point into the vectors: fill them last.
+  args.assign(sets.size(), kvrt_append_args{});
+  for (size_t i = 0; i < sets.size(); ++i) {
+    kvrt_append_args &a = args[i];
+    a.kernel = kernelName.c_str();
+    a.key = &keys[i];
+    a.value = &values[i];
+    a.slot_mapping = &slots[i];
+    a.key_cache = &keyCache;
+    a.value_cache = geometry.dual ? nullptr : &valueCache;
+    a.variant = variant;
+#if KVBENCH_KVRT_HAS_QUANT
+    if (staticScales) {
+      a.key_scale = &keyScales[i];
+      a.value_scale = &valueScales[i];
+    } else if (geometry.desc.quant) {
+      a.key_scale_cache = &keyScaleCache;
+      a.value_scale_cache = &valueScaleCache;
+    }
+#endif
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Launchable>
+makeGeneratedAppend(kvrt_bundle *bundle, const std::string &kvrtName,
+                    const std::string &variant, const CacheGeometry &g,
+                    const DeviceState &state, std::string *why) {
+#if !KVBENCH_KVRT_HAS_QUANT
+  if (g.desc.quant) {
+    *why = "this kvrt's kvrt_append_args has no scale tensors (it predates "
+           "the quantized ABI): rebuild kvbench against a kvrt that has them";
+    return nullptr;
+  }
+#endif
+  (void)why;
+  const kvrt_variant v = variant == "scalar" ? KVRT_VARIANT_SCALAR
+                         : variant == "auto" ? KVRT_VARIANT_AUTO
+                                             : KVRT_VARIANT_VECTOR;
+  return std::make_unique<GeneratedAppend>(bundle, kvrtName, v, g, state);
+}
+
+} // namespace kvbench

@@ -1,0 +1,456 @@
+"""The GPU half of side_by_side.py: kvrt through ctypes, the peer through its
+Python function, the same buffers for both, and the timing modes.
+
+Needs torch (with CUDA) and triton; imported only when a GPU run starts.
+"""
+
+import ctypes
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import torch
+
+import side_by_side as sbs
+
+# ----------------------------------------------------------------------------
+# kvrt's C API (runtime/include/kvrt/kvrt.h) and DLPack, through ctypes
+# ----------------------------------------------------------------------------
+
+KDL_CUDA = 2
+KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
+KVRT_VARIANT_VECTOR = 1
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice),
+                ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_T = ctypes.POINTER(DLTensor)
+
+
+class AppendArgs(ctypes.Structure):
+    # The scale fields come last, as kvrt's ABI adds them; a kvrt without
+    # them reads only the first seven fields, so passing them is safe.
+    _fields_ = [("kernel", ctypes.c_char_p), ("key", _T), ("value", _T),
+                ("slot_mapping", _T), ("key_cache", _T), ("value_cache", _T),
+                ("variant", ctypes.c_int), ("key_scale", _T),
+                ("value_scale", _T), ("key_scale_cache", _T),
+                ("value_scale_cache", _T)]
+
+
+class Kvrt:
+    """The few kvrt calls the comparison makes."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        lib = self.lib
+        lib.kvrt_last_error.restype = ctypes.c_char_p
+        lib.kvrt_bundle_load_file.argtypes = [
+            ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        lib.kvrt_bundle_num_kernels.restype = ctypes.c_size_t
+        lib.kvrt_bundle_num_kernels.argtypes = [ctypes.c_void_p]
+        lib.kvrt_bundle_kernel_name.restype = ctypes.c_char_p
+        lib.kvrt_bundle_kernel_name.argtypes = [ctypes.c_void_p,
+                                                ctypes.c_size_t]
+        lib.kvrt_append.argtypes = [ctypes.c_void_p,
+                                    ctypes.POINTER(AppendArgs),
+                                    ctypes.c_void_p]
+        lib.kvrt_bundle_destroy.argtypes = [ctypes.c_void_p]
+        self.has_manifest = hasattr(lib, "kvrt_bundle_kernel_manifest")
+        if self.has_manifest:
+            lib.kvrt_bundle_kernel_manifest.restype = ctypes.c_char_p
+            lib.kvrt_bundle_kernel_manifest.argtypes = [ctypes.c_void_p,
+                                                        ctypes.c_size_t]
+
+    def error(self):
+        return self.lib.kvrt_last_error().decode()
+
+    def load(self, path):
+        handle = ctypes.c_void_p()
+        if self.lib.kvrt_bundle_load_file(path.encode(), ctypes.byref(handle)):
+            raise RuntimeError("kvrt cannot load %s: %s" % (path, self.error()))
+        return handle
+
+    def kernels(self, bundle):
+        n = self.lib.kvrt_bundle_num_kernels(bundle)
+        return [self.lib.kvrt_bundle_kernel_name(bundle, i).decode()
+                for i in range(n)]
+
+    def manifest(self, bundle, path, index):
+        """Kernel `index`'s manifest entry: from kvrt where it hands it out,
+        else from the bundle file kvrt loaded."""
+        if self.has_manifest:
+            return json.loads(
+                self.lib.kvrt_bundle_kernel_manifest(bundle, index).decode())
+        with open(path) as f:
+            return json.load(f)["kernels"][index]
+
+
+def dl_dtype(torch_dtype):
+    return {torch.bfloat16: DLDataType(KDL_BFLOAT, 16, 1),
+            torch.float16: DLDataType(KDL_FLOAT, 16, 1),
+            torch.float32: DLDataType(KDL_FLOAT, 32, 1),
+            torch.int64: DLDataType(KDL_INT, 64, 1),
+            # fp8 caches go to kvrt as uint8, one of the forms it accepts.
+            torch.float8_e4m3fn: DLDataType(KDL_UINT, 8, 1)}[torch_dtype]
+
+
+class Tensors:
+    """Keeps every DLTensor and its shape alive while kvrt may read them."""
+
+    def __init__(self):
+        self.keep = []
+
+    def __call__(self, t):
+        shape = (ctypes.c_int64 * t.dim())(*t.shape)
+        strides = (ctypes.c_int64 * t.dim())(*t.stride())
+        as_pointer = ctypes.POINTER(ctypes.c_int64)
+        d = DLTensor(ctypes.c_void_p(t.data_ptr()),
+                     DLDevice(KDL_CUDA, t.device.index or 0), t.dim(),
+                     dl_dtype(t.dtype), ctypes.cast(shape, as_pointer),
+                     ctypes.cast(strides, as_pointer), 0)
+        self.keep.append((shape, strides, d))
+        return ctypes.pointer(d)
+
+
+# ----------------------------------------------------------------------------
+# Timing
+# ----------------------------------------------------------------------------
+
+class Timer:
+    """The modes of kvbench, in Python: cold (flush, events around one call),
+    graph (replays of graphs of 100 calls) and eager (a Python loop)."""
+
+    def __init__(self, stream, reps):
+        self.stream = stream
+        self.reps = reps
+        self.flush_buffer = torch.ones(sbs.FLUSH_BYTES // 4,
+                                       dtype=torch.float32, device="cuda")
+
+    def flush(self):
+        # A read-only pass over 1 GiB evicts every line of the L2.
+        self.flush_buffer.sum()
+
+    def cold(self, launch, sets):
+        n = self.reps["cold"]
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        stops = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        launch(0)
+        for r in range(n):
+            self.flush()
+            starts[r].record(self.stream)
+            launch(r % sets)
+            stops[r].record(self.stream)
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, stops)]
+
+    def graph(self, launch, sets):
+        """us per call over replays of graphs that together cover the sets
+        (at most max_graphs graphs)."""
+        count = min(-(-sets // sbs.GRAPH_CALLS), self.reps["max_graphs"])
+        graphs = []
+        torch.cuda.synchronize()
+        # capture_begin/end on the current (non-default) stream, not
+        # torch.cuda.graph(), which collects garbage before every capture:
+        # hundreds of graphs would spend seconds in the collector.
+        assert torch.cuda.current_stream() == self.stream
+        for g in range(count):
+            graph = torch.cuda.CUDAGraph()
+            graph.capture_begin(pool=graphs[0].pool() if graphs else None)
+            try:
+                for j in range(sbs.GRAPH_CALLS):
+                    launch((g * sbs.GRAPH_CALLS + j) % sets)
+            finally:
+                graph.capture_end()
+            graphs.append(graph)
+        for graph in graphs:  # upload and warm up
+            graph.replay()
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(self.reps["graph"]):
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            start.record(self.stream)
+            for graph in graphs:
+                graph.replay()
+            stop.record(self.stream)
+            stop.synchronize()
+            samples.append(start.elapsed_time(stop) * 1e3 /
+                           (count * sbs.GRAPH_CALLS))
+        del graphs
+        return samples
+
+    def eager(self, launch, sets):
+        calls = max(min(sets, self.reps["eager_calls"]), 50)
+        for i in range(min(calls, 50)):
+            launch(i % sets)
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(self.reps["eager"]):
+            t0 = time.perf_counter()
+            for i in range(calls):
+                launch(i % sets)
+            torch.cuda.synchronize()
+            samples.append((time.perf_counter() - t0) * 1e6 / calls)
+        return samples
+
+    def copy_ceiling(self):
+        """GB/s of a device-to-device copy of 4 GiB, read + written."""
+        src = torch.ones(sbs.COPY_BYTES, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        dst.copy_(src)
+        samples = []
+        for _ in range(self.reps["copy"]):
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            start.record(self.stream)
+            dst.copy_(src)
+            stop.record(self.stream)
+            stop.synchronize()
+            samples.append(start.elapsed_time(stop) * 1e3)
+        del src, dst
+        us = sbs.median(samples)
+        return 2 * sbs.COPY_BYTES / us / 1e3, samples
+
+
+# ----------------------------------------------------------------------------
+# One kernel beside the peer
+# ----------------------------------------------------------------------------
+
+def load_peer(path):
+    if not os.path.isfile(path):
+        raise SystemExit("side_by_side: no peer file %s" % path)
+    spec = importlib.util.spec_from_file_location("kvbench_peer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, "kv_append"):
+        raise SystemExit("side_by_side: %s has no kv_append function" % path)
+    return module
+
+
+class Setup:
+    """The buffers both kernels share: input pools, caches, scales."""
+
+    def __init__(self, desc, cases):
+        h, d, bs = desc["num_kv_heads"], desc["head_dim"], desc["block_size"]
+        self.desc = desc
+        self.blocks = sbs.num_blocks(desc)
+        pool = max(c["sets"] * c["tokens"] for c in cases)
+        gen = torch.Generator(device="cuda").manual_seed(1)
+        self.key_pool = torch.randn(pool, h, d, generator=gen, device="cuda",
+                                    dtype=torch.bfloat16)
+        self.value_pool = torch.randn(pool, h, d, generator=gen, device="cuda",
+                                      dtype=torch.bfloat16)
+        fp8 = desc["quant"] is not None
+        cache_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+        shape = (self.blocks, bs, h, d)
+        self.key_cache = torch.randn(shape, generator=gen, device="cuda",
+                                     dtype=torch.bfloat16).to(cache_dtype)
+        self.value_cache = torch.randn(shape, generator=gen, device="cuda",
+                                       dtype=torch.bfloat16).to(cache_dtype)
+        self.scale = torch.full((1,), 1.0 / 128, dtype=torch.float32,
+                                device="cuda") if fp8 else None
+
+    def sets(self, case):
+        t = case["tokens"]
+        slots = torch.tensor(case["slots"], dtype=torch.int64, device="cuda")
+        return [(self.key_pool[s * t:(s + 1) * t],
+                 self.value_pool[s * t:(s + 1) * t],
+                 slots[s * t:(s + 1) * t]) for s in range(case["sets"])]
+
+
+def kvgen_launcher(kvrt, bundle, name, setup, sets, stream):
+    tensors = Tensors()
+    key_cache, value_cache = tensors(setup.key_cache), tensors(
+        setup.value_cache)
+    scale = tensors(setup.scale) if setup.scale is not None else None
+    args = []
+    for k, v, s in sets:
+        a = AppendArgs(name.encode(), tensors(k), tensors(v), tensors(s),
+                       key_cache, value_cache, KVRT_VARIANT_VECTOR)
+        if scale is not None:
+            a.key_scale = scale
+            a.value_scale = scale
+        args.append(a)
+    refs = [ctypes.byref(a) for a in args]
+    handle = ctypes.c_void_p(stream.cuda_stream)
+    append = kvrt.lib.kvrt_append
+
+    def launch(i):
+        if append(bundle, refs[i], handle):
+            raise RuntimeError("kvrt_append: %s" % kvrt.error())
+    launch.keep = (tensors, args)
+    return launch
+
+
+def peer_launcher(peer, variant, setup, sets):
+    kc, vc, scale = setup.key_cache, setup.value_cache, setup.scale
+
+    def launch(i):
+        k, v, s = sets[i]
+        peer.kv_append(k, v, kc, vc, s, scale, scale, variant=variant)
+    return launch
+
+
+def check(setup, kvgen, peer, sets):
+    """Both write set 0 into the caches; the rows must agree byte for byte,
+    and for an unquantized cache equal the source rows."""
+    k, v, slots = sets[0]
+    h, d = setup.desc["num_kv_heads"], setup.desc["head_dim"]
+
+    def rows():
+        kc = setup.key_cache.view(torch.uint8).view(-1, h, d * (
+            setup.key_cache.element_size()))
+        vc = setup.value_cache.view(torch.uint8).view(-1, h, d * (
+            setup.value_cache.element_size()))
+        return kc[slots].clone(), vc[slots].clone()
+    kvgen(0)
+    torch.cuda.synchronize()
+    kvgen_rows = rows()
+    peer(0)
+    torch.cuda.synchronize()
+    peer_rows = rows()
+    same = all(torch.equal(a, b) for a, b in zip(kvgen_rows, peer_rows))
+    exact = True
+    if setup.desc["quant"] is None:
+        exact = (torch.equal(kvgen_rows[0], k.view(torch.uint8).view(
+            k.shape[0], h, -1)) and torch.equal(
+                kvgen_rows[1], v.view(torch.uint8).view(v.shape[0], h, -1)))
+    if setup.desc["quant"] is None:
+        source = "kvgen rows %s the source" % ("equal" if exact else
+                                              "DIFFER from")
+    else:
+        source = "quantized: compared with the peer's bytes only"
+    return same and exact, "set 0 of %d tokens: kvgen and peer rows %s; %s" % (
+        k.shape[0], "agree" if same else "DIFFER", source)
+
+
+def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
+    desc = sbs.description_from_manifest(manifest)
+    why = sbs.unsupported(desc)
+    if why:
+        return {"name": name, "skipped": why}
+    per_token = sbs.bytes_per_token(desc)
+    cases = sbs.make_cases(desc, args.decode, args.prefill, args.seed)
+    setup = Setup(desc, cases)
+    peer = load_peer(args.peer)
+    result = {"name": name, "description": desc,
+              "bytes_per_token": per_token, "num_blocks": setup.blocks,
+              "rows": [], "checks": [], "ok": True}
+    # The check writes the largest size's first set: the most rows.
+    largest = max(cases, key=lambda c: c["tokens"])
+    for case in cases:
+        sets = setup.sets(case)
+        kvgen = kvgen_launcher(kvrt, bundle, name, setup, sets, timer.stream)
+        other = peer_launcher(peer, args.peer_variant, setup, sets)
+        if case is largest:
+            ok, detail = check(setup, kvgen, other, sets)
+            result["checks"].append(detail)
+            result["ok"] = result["ok"] and ok
+            print("  check: %s" % detail, flush=True)
+        modes = ["cold", "eager"] + (["graph"] if case["phase"] == "decode"
+                                     else [])
+        for mode in modes:
+            time_mode = getattr(timer, mode)
+            # Interleaved: kvgen, peer, so drift hits both alike.
+            k = time_mode(kvgen, case["sets"])
+            p = time_mode(other, case["sets"])
+            row = sbs.make_row(case["phase"], case["tokens"], case["sets"],
+                               mode, k, p, per_token, copy_gbps)
+            result["rows"].append(row)
+            print("  %-7s %6d %-5s kvgen %9s us  peer %9s us  kvgen/peer %s"
+                  % (case["phase"], case["tokens"], mode,
+                     sbs.fmt(row["kvgen_us"]["median"], "%.3f"),
+                     sbs.fmt(row["peer_us"]["median"], "%.3f"),
+                     sbs.fmt(row["ratio"], "%.3f")), flush=True)
+    return result
+
+
+def run(args):
+    if not torch.cuda.is_available():
+        print("side_by_side: no CUDA device visible to torch", file=sys.stderr)
+        return 2
+    lib = args.kvrt_lib or sbs.default_kvrt_lib(args.bundle[0])
+    if not lib:
+        print("side_by_side: no libkvrt.so beside %s; give --kvrt-lib"
+              % args.bundle[0], file=sys.stderr)
+        return 2
+    if os.environ.pop("KVRT_CHECKED", None):
+        # Checked mode copies slots to the host before each launch and
+        # cannot be captured: time kvrt's plain path.
+        print("side_by_side: KVRT_CHECKED unset for the comparison")
+    kvrt = Kvrt(lib)
+    torch.cuda.init()
+    stream = torch.cuda.Stream()
+    reps = sbs.repetitions(args.quick)
+    report = {"tool": "side_by_side", "quick": args.quick,
+              "device": torch.cuda.get_device_name(),
+              "torch": torch.__version__,
+              "peer_name": "%s, variant %s" % (os.path.basename(args.peer),
+                                               args.peer_variant),
+              "kvrt_lib": os.path.basename(lib), "reps": reps, "kernels": []}
+    try:
+        import triton
+        report["triton"] = triton.__version__
+    except ImportError:
+        pass
+    bundles = []
+    for path in args.bundle:
+        if not os.path.isfile(path):
+            print("side_by_side: no bundle %s: its kernels are skipped" % path)
+            continue
+        handle = kvrt.load(path)
+        bundles.append((path, handle, kvrt.kernels(handle)))
+    with torch.cuda.stream(stream):
+        timer = Timer(stream, reps)
+        copy_gbps, copy_us = timer.copy_ceiling()
+        report["copy_GBps"] = copy_gbps
+        report["copy_us"] = sbs.stats(copy_us)
+        print("side_by_side: %s, copy ceiling %.0f GB/s" %
+              (report["device"], copy_gbps), flush=True)
+        for name in args.kernel:
+            found = [(p, h, names.index(name)) for p, h, names in bundles
+                     if name in names]
+            if not found:
+                report["kernels"].append(
+                    {"name": name, "skipped": "no bundle given has it"})
+                print("side_by_side: %s: skipped, no bundle given has it"
+                      % name)
+                continue
+            path, handle, index = found[0]
+            print("side_by_side: %s (%s)" % (name, os.path.basename(path)),
+                  flush=True)
+            try:
+                result = compare(args, kvrt, handle, name,
+                                 kvrt.manifest(handle, path, index), timer,
+                                 copy_gbps)
+            except RuntimeError as e:
+                result = {"name": name, "skipped": str(e)}
+            if result.get("skipped"):
+                print("  skipped: %s" % result["skipped"])
+            report["kernels"].append(result)
+            sbs.write_report(report, args.out)
+            torch.cuda.empty_cache()
+    text = sbs.write_report(report, args.out)
+    print(text)
+    print("side_by_side: wrote %s/side_by_side.{json,md}" % args.out)
+    for _, handle, _ in bundles:
+        kvrt.lib.kvrt_bundle_destroy(handle)
+    failed = any(not k.get("ok", True) for k in report["kernels"])
+    return sbs.EXIT_CHECK_FAILED if failed else 0

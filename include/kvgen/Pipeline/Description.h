@@ -1,0 +1,60 @@
+//===- Description.h - reading a cache description safely -------*- C++ -*-===//
+//
+// A description is one module of kv ops. Before MLIR's parser sees the text,
+// it is checked against limits that keep the parser's recursion and kvgen's
+// cost bounded; after parsing, the module's shape is checked (no nested
+// modules, no foreign ops, at least one kernel). Every refusal is a located
+// diagnostic, never a crash.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVGEN_PIPELINE_DESCRIPTION_H
+#define KVGEN_PIPELINE_DESCRIPTION_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstddef>
+
+namespace llvm {
+class SourceMgr;
+} // namespace llvm
+
+namespace kvgen {
+
+/// The largest description kvgen reads. 4096 kv ops of the longest realistic
+/// spelling fit ten times over; past it, memory and time grow with the text.
+inline constexpr size_t kMaxDescriptionBytes = size_t(4) << 20;
+/// How deeply brackets ( [ { < may nest. MLIR's parser recurses once per
+/// level, so an unbounded depth overflows the stack; a real description
+/// nests about four deep.
+inline constexpr unsigned kMaxNestingDepth = 64;
+/// The most kv ops one description may hold. Each becomes one or two
+/// kernels and costs kvgen tens of milliseconds (4096 appends took 198 s and
+/// 1 GB), so a description past this is more likely a mistake than a model.
+inline constexpr size_t kMaxKernelOps = 1024;
+
+/// Refuses the main buffer of `sourceMgr` if it is larger than
+/// kMaxDescriptionBytes or nests brackets deeper than kMaxNestingDepth
+/// (outside strings and comments). The diagnostic points at the byte that
+/// crossed the limit.
+mlir::LogicalResult checkDescriptionText(const llvm::SourceMgr &sourceMgr,
+                                         mlir::MLIRContext *context);
+
+/// Refuses a parsed description that holds anything but kv ops at the top
+/// level (nested modules included), no kv op at all, or more than
+/// kMaxKernelOps of them.
+mlir::LogicalResult verifyDescription(mlir::ModuleOp module);
+
+/// checkDescriptionText, parse and verify, verifyDescription: the one way
+/// kvgen, its fuzzer and the C++ API read a description.
+mlir::OwningOpRef<mlir::ModuleOp> parseDescription(llvm::SourceMgr &sourceMgr,
+                                                   mlir::MLIRContext *context);
+
+/// Whether `chip` names a GPU that the NVPTX back end (and so ptxas) knows:
+/// sm_XX, sm_XXa or sm_XXf. `known`, if given, receives the list.
+bool isKnownChip(llvm::StringRef chip, std::string *known = nullptr);
+
+} // namespace kvgen
+
+#endif // KVGEN_PIPELINE_DESCRIPTION_H

@@ -1,0 +1,101 @@
+//===- Description.cpp - limits and shape of a cache description ----------===//
+
+#include "kvgen/Pipeline/Description.h"
+#include "kvgen/Dialect/KV/IR/KVDialect.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+using namespace kvgen;
+
+/// The location of byte `offset` of the main buffer, for a diagnostic.
+static Location locationOf(const llvm::SourceMgr &sourceMgr,
+                           MLIRContext *context, size_t offset) {
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  auto [line, column] = sourceMgr.getLineAndColumn(
+      llvm::SMLoc::getFromPointer(buffer->getBufferStart() + offset));
+  return FileLineColLoc::get(context, buffer->getBufferIdentifier(), line,
+                             column);
+}
+
+LogicalResult kvgen::checkDescriptionText(const llvm::SourceMgr &sourceMgr,
+                                          MLIRContext *context) {
+  StringRef text =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
+  if (text.size() > kMaxDescriptionBytes)
+    return emitError(locationOf(sourceMgr, context, 0))
+           << "the description is " << text.size()
+           << " bytes; kvgen reads at most " << kMaxDescriptionBytes
+           << " bytes (4 MiB)";
+
+  // Count the nesting of ( [ { < as the parser will see it. A string or a
+  // comment cannot open a level, and the '>' of '->' and '>=' (function
+  // types, affine maps and sets) closes none; anything else unbalanced only
+  // lowers the count, which the parser refuses anyway.
+  unsigned depth = 0;
+  for (size_t i = 0, e = text.size(); i < e; ++i) {
+    char c = text[i];
+    if (c == '"') {
+      for (++i; i < e && text[i] != '"'; ++i)
+        if (text[i] == '\\')
+          ++i;
+      continue;
+    }
+    if (c == '/' && i + 1 < e && text[i + 1] == '/') {
+      i = text.find('\n', i);
+      if (i == StringRef::npos)
+        break;
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{' || c == '<') {
+      if (++depth > kMaxNestingDepth)
+        return emitError(locationOf(sourceMgr, context, i))
+               << "the description nests brackets more than "
+               << kMaxNestingDepth << " deep";
+      continue;
+    }
+    bool arrowOrCompare = c == '>' && ((i > 0 && text[i - 1] == '-') ||
+                                       (i + 1 < e && text[i + 1] == '='));
+    if ((c == ')' || c == ']' || c == '}' || (c == '>' && !arrowOrCompare)) &&
+        depth > 0)
+      --depth;
+  }
+  return success();
+}
+
+LogicalResult kvgen::verifyDescription(ModuleOp module) {
+  size_t kernels = 0;
+  for (Operation &op : module.getBody()->getOperations()) {
+    // A nested module would hide its kv ops from the planner; a description
+    // is flat.
+    if (isa<ModuleOp>(op))
+      return op.emitError("nested modules are not supported: a description "
+                          "is one module of kv ops");
+    if (!isa_and_nonnull<kv::KVDialect>(op.getDialect()))
+      return op.emitError()
+             << "'" << op.getName()
+             << "' is not a kv op: a description holds kv ops only";
+    if (++kernels > kMaxKernelOps)
+      return op.emitError()
+             << "a description holds at most " << kMaxKernelOps << " kv ops";
+  }
+  if (kernels == 0)
+    return module.emitError("no kernels to generate: the description holds no "
+                            "kv ops");
+  return success();
+}
+
+OwningOpRef<ModuleOp> kvgen::parseDescription(llvm::SourceMgr &sourceMgr,
+                                              MLIRContext *context) {
+  if (failed(checkDescriptionText(sourceMgr, context)))
+    return nullptr;
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, context);
+  if (!module || failed(verifyDescription(*module)))
+    return nullptr;
+  return module;
+}

@@ -1,0 +1,254 @@
+"""Tensors as kvrt sees them: DLPack DLTensors, built without copies.
+
+Any object with ``__dlpack__`` is accepted (CuPy, JAX, NumPy, PyTorch). Two
+producers are read directly, because they are the hot path and asking them for
+a capsule costs more than the launch: PyTorch tensors (data_ptr, shape,
+stride) and NumPy arrays (the array interface; this also takes ml_dtypes'
+bfloat16, which NumPy's own DLPack export refuses).
+
+A tensor is described by a plain tuple, ``Desc``:
+    (data, device_type, device_id, dtype_code, dtype_bits, shape, strides)
+with strides in elements. The ops reshape descriptions (drop padding rows,
+permute an HND cache's view) before packing them.
+"""
+
+import ctypes
+import struct
+import sys
+import threading
+
+from . import errors
+
+# DLDeviceType
+CPU = 1
+CUDA = 2
+CUDA_HOST = 3
+CUDA_MANAGED = 13
+
+# DLDataTypeCode
+INT = 0
+UINT = 1
+FLOAT = 2
+BFLOAT = 4
+FLOAT8_E4M3FN = 10
+FLOAT8_E5M2 = 12
+
+#: (code, bits) -> the dtype name kvgen's descriptions and bundles use.
+DTYPE_NAMES = {
+    (FLOAT, 32): "f32",
+    (FLOAT, 16): "f16",
+    (BFLOAT, 16): "bf16",
+    (FLOAT8_E4M3FN, 8): "f8e4m3",
+    (FLOAT8_E5M2, 8): "f8e5m2",
+    (INT, 8): "i8",
+    (UINT, 8): "u8",
+    (INT, 32): "i32",
+    (INT, 64): "i64",
+}
+
+_NUMPY_KINDS = {"f": FLOAT, "i": INT, "u": UINT}
+
+# struct DLTensor { void *data; DLDevice device; int32 ndim; DLDataType dtype;
+#                   int64 *shape; int64 *strides; uint64 byte_offset; }
+_HEADER = "<QiiiBBHQQQ"
+HEADER_BYTES = struct.calcsize(_HEADER)  # 48
+MAX_RANK = 5
+SLOT_BYTES = HEADER_BYTES + 2 * 8 * MAX_RANK  # 128
+_pack_formats = {
+    n: struct.Struct(_HEADER + "q" * (2 * n)) for n in range(MAX_RANK + 1)
+}
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get_pointer.restype = ctypes.c_void_p
+_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+_torch_tensor = None
+_torch_dtypes = None
+
+
+def _torch_setup():
+    """Binds the torch fast path once torch has been imported by anyone."""
+    global _torch_tensor, _torch_dtypes
+    torch = sys.modules.get("torch")
+    if torch is None or _torch_tensor is not None:
+        return
+    table = {
+        torch.float32: (FLOAT, 32),
+        torch.float16: (FLOAT, 16),
+        torch.bfloat16: (BFLOAT, 16),
+        torch.int64: (INT, 64),
+        torch.int32: (INT, 32),
+        torch.int8: (INT, 8),
+        torch.uint8: (UINT, 8),
+    }
+    for name, code in (("float8_e4m3fn", FLOAT8_E4M3FN),
+                       ("float8_e5m2", FLOAT8_E5M2)):
+        if hasattr(torch, name):
+            table[getattr(torch, name)] = (code, 8)
+    _torch_dtypes = table
+    _torch_tensor = torch.Tensor
+
+
+def is_torch(obj):
+    if _torch_tensor is None:
+        _torch_setup()
+    return _torch_tensor is not None and isinstance(obj, _torch_tensor)
+
+
+def describe(obj, name, keep):
+    """The Desc of `obj`; objects that must outlive the launch go in `keep`."""
+    if _torch_tensor is None:
+        _torch_setup()
+    if _torch_tensor is not None and isinstance(obj, _torch_tensor):
+        dt = _torch_dtypes.get(obj.dtype)
+        if dt is None:
+            raise errors.InvalidArgumentError(
+                "%s: dtype %s has no DLPack code kvgen uses" % (name, obj.dtype))
+        # get_device() is an int (-1 on the host): cheaper than .device.
+        did = obj.get_device()
+        if did < 0:
+            if not obj.is_cpu:
+                raise errors.InvalidArgumentError(
+                    "%s: tensors on %s are not supported (cpu or cuda)"
+                    % (name, obj.device))
+            dtype, did = CPU, 0
+        elif obj.is_cuda:
+            dtype = CUDA
+        else:
+            raise errors.InvalidArgumentError(
+                "%s: tensors on %s are not supported (cpu or cuda)"
+                % (name, obj.device))
+        return (obj.data_ptr(), dtype, did, dt[0], dt[1], tuple(obj.shape),
+                obj.stride())
+    iface = getattr(obj, "__array_interface__", None)
+    if iface is not None and type(obj).__module__ == "numpy":
+        return _describe_numpy(obj, name)
+    if hasattr(obj, "__dlpack__"):
+        return _describe_dlpack(obj, name, keep)
+    raise errors.InvalidArgumentError(
+        "%s: a %s is not a tensor (it has no __dlpack__)"
+        % (name, type(obj).__name__))
+
+
+_numpy_codes = {}
+
+
+def _numpy_code(dt, name):
+    """(code, bits) of a NumPy dtype; memoized (dtype.name is slow)."""
+    code = _numpy_codes.get(dt)
+    if code is not None:
+        return code
+    special = {"bfloat16": BFLOAT, "float8_e4m3fn": FLOAT8_E4M3FN,
+               "float8_e5m2": FLOAT8_E5M2}
+    c = special.get(dt.name, _NUMPY_KINDS.get(dt.kind))
+    if c is None:
+        raise errors.InvalidArgumentError(
+            "%s: dtype %s has no DLPack code kvgen uses" % (name, dt))
+    code = _numpy_codes[dt] = (c, dt.itemsize * 8)
+    return code
+
+
+def _describe_numpy(arr, name):
+    code, bits = _numpy_code(arr.dtype, name)
+    item = bits // 8
+    strides = []
+    for s in arr.strides:
+        if s % item:
+            raise errors.InvalidArgumentError(
+                "%s: stride of %d bytes is not a whole number of %d-byte "
+                "elements" % (name, s, item))
+        strides.append(s // item)
+    data = arr.__array_interface__["data"][0]
+    return (data, CPU, 0, code, bits, arr.shape, tuple(strides))
+
+
+def _describe_dlpack(obj, name, keep):
+    try:
+        capsule = obj.__dlpack__()
+    except Exception as e:  # the producer refused (dtype, device, ...)
+        raise errors.InvalidArgumentError(
+            "%s: its __dlpack__ failed: %s" % (name, e)) from e
+    keep.append(capsule)
+    ptr = _capsule_get_pointer(capsule, b"dltensor")
+    t = _DLTensor.from_address(ptr)  # DLManagedTensor starts with its DLTensor
+    n = t.ndim
+    shape = tuple(t.shape[i] for i in range(n))
+    if t.strides:
+        strides = tuple(t.strides[i] for i in range(n))
+    else:
+        strides, acc = [], 1
+        for extent in reversed(shape):
+            strides.append(acc)
+            acc *= extent
+        strides = tuple(reversed(strides))
+    return ((t.data or 0) + t.byte_offset, t.device_type, t.device_id, t.code,
+            t.bits, shape, strides)
+
+
+def dtype_name(desc):
+    return DTYPE_NAMES.get((desc[3], desc[4]),
+                           "code %d, %d bits" % (desc[3], desc[4]))
+
+
+class Scratch:
+    """Memory for one launch: DLTensors and the args struct. One per thread
+    (``scratch()``): a launch fills it and kvrt reads it before returning."""
+
+    __slots__ = ("buf", "_view", "base", "args", "args_offset")
+    SLOTS = 11
+    ARGS_BYTES = 160
+
+    def __init__(self):
+        size = self.SLOTS * SLOT_BYTES + self.ARGS_BYTES
+        # A bytearray, written through struct.pack_into (exporting a ctypes
+        # buffer for every write costs microseconds), at a fixed address
+        # (it is never resized) that kvrt reads.
+        self.buf = bytearray(size)
+        self._view = (ctypes.c_char * size).from_buffer(self.buf)
+        self.base = ctypes.addressof(self._view)
+        self.args_offset = self.SLOTS * SLOT_BYTES
+        self.args = self.base + self.args_offset
+
+    def pack(self, slot, desc):
+        """Writes `desc` as a DLTensor into `slot`; returns its address."""
+        data, dtype, did, code, bits, shape, strides = desc
+        n = len(shape)
+        if n > MAX_RANK:
+            raise errors.InvalidArgumentError(
+                "a tensor of rank %d: kvgen's tensors have rank %d at most"
+                % (n, MAX_RANK))
+        off = slot * SLOT_BYTES
+        addr = self.base + off
+        _pack_formats[n].pack_into(self.buf, off, data, dtype, did, n, code,
+                                   bits, 1, addr + HEADER_BYTES,
+                                   addr + HEADER_BYTES + 8 * n, 0, *shape,
+                                   *strides)
+        return addr
+
+
+_tls = threading.local()
+
+
+def scratch():
+    """This thread's Scratch."""
+    try:
+        return _tls.scratch
+    except AttributeError:
+        s = _tls.scratch = Scratch()
+        return s

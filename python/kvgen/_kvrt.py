@@ -1,0 +1,133 @@
+"""ctypes over kvrt's C ABI (runtime/include/kvrt/kvrt.h).
+
+No compiled extension: the package depends on no Python ABI, so one install
+serves every CPython 3.8+ (the build machine's 3.11 and a GPU machine's 3.12).
+
+libkvrt is found, in order, at: $KVGEN_KVRT_LIB (a file); next to the package
+(kvgen/lib/, where a wheel built with one puts it); $KVGEN_BUILD_DIR/lib; the
+build/lib folder of the source tree this package sits in; the dynamic
+loader's search path (an installed kvrt, LD_LIBRARY_PATH).
+"""
+
+import ctypes
+import glob
+import os
+import threading
+
+from . import errors
+
+c_void_p = ctypes.c_void_p
+c_char_p = ctypes.c_char_p
+c_int = ctypes.c_int
+c_size_t = ctypes.c_size_t
+
+_lock = threading.Lock()
+_lib = None
+
+# The statuses kvrt.h declares, by name (kvrt_status_name gives them too).
+SUCCESS = 0
+
+
+def _candidates():
+    env = os.environ.get("KVGEN_KVRT_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs = [os.path.join(here, "lib")]
+    build = os.environ.get("KVGEN_BUILD_DIR")
+    if build:
+        dirs.append(os.path.join(build, "lib"))
+    dirs.append(os.path.join(here, os.pardir, os.pardir, "build", "lib"))
+    for d in dirs:
+        for pattern in ("libkvrt.so", "libkvrt.so.*", "libkvrt.dylib"):
+            for path in sorted(glob.glob(os.path.join(d, pattern))):
+                yield path
+    # The loader's own search path: an installed kvrt.
+    for name in ("libkvrt.so", "libkvrt.so.0.1"):
+        yield name
+
+
+def _declare(lib):
+    def fn(name, restype, argtypes, optional=False):
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            if optional:
+                return None
+            raise errors.LibraryNotFoundError(
+                "the libkvrt at %s lacks %s; it is older than this package"
+                % (lib._name, name))
+        f.restype = restype
+        f.argtypes = argtypes
+        return f
+
+    ns = {}
+    ns["last_error"] = fn("kvrt_last_error", c_char_p, [])
+    ns["status_name"] = fn("kvrt_status_name", c_char_p, [c_int])
+    ns["bundle_load_file"] = fn("kvrt_bundle_load_file", c_int,
+                                [c_char_p, ctypes.POINTER(c_void_p)])
+    ns["bundle_load_memory"] = fn("kvrt_bundle_load_memory", c_int,
+                                  [c_char_p, c_size_t,
+                                   ctypes.POINTER(c_void_p)])
+    ns["bundle_destroy"] = fn("kvrt_bundle_destroy", None, [c_void_p])
+    ns["bundle_num_kernels"] = fn("kvrt_bundle_num_kernels", c_size_t,
+                                  [c_void_p])
+    ns["bundle_kernel_name"] = fn("kvrt_bundle_kernel_name", c_char_p,
+                                  [c_void_p, c_size_t])
+    ns["bundle_set_host_kernel"] = fn("kvrt_bundle_set_host_kernel", c_int,
+                                      [c_void_p, c_char_p, c_void_p])
+    # Launches take the bundle, the address of the args struct and the stream
+    # as plain integers: the cheapest call ctypes makes.
+    ns["append"] = fn("kvrt_append", c_int, [c_void_p, c_void_p, c_void_p])
+    ns["build_slot_mapping"] = fn("kvrt_build_slot_mapping", c_int,
+                                  [c_void_p, c_void_p, c_void_p])
+    ns["fused_append"] = fn("kvrt_fused_append", c_int,
+                            [c_void_p, c_void_p, c_void_p])
+    # Bundle format 2 (scales, gather, checked mode, manifests).
+    ns["gather"] = fn("kvrt_gather", c_int, [c_void_p, c_void_p, c_void_p],
+                      optional=True)
+    ns["bundle_set_checked"] = fn("kvrt_bundle_set_checked", c_int,
+                                  [c_void_p, c_int], optional=True)
+    ns["bundle_kernel_manifest"] = fn("kvrt_bundle_kernel_manifest",
+                                      c_char_p, [c_void_p, c_size_t],
+                                      optional=True)
+    return type("Kvrt", (), ns)
+
+
+def lib():
+    """The loaded libkvrt's entry points (loaded on first use)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in _candidates():
+            try:
+                handle = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append("%s (%s)" % (path, e))
+                continue
+            k = _declare(handle)
+            k.handle = handle
+            k.path = path
+            k.has_scales = k.gather is not None
+            _lib = k
+            return _lib
+        raise errors.LibraryNotFoundError(
+            "libkvrt not found; set KVGEN_KVRT_LIB to its path, or "
+            "KVGEN_BUILD_DIR to a kvgen build folder. Tried: " +
+            "; ".join(tried))
+
+
+def check(status):
+    """Raises the exception of a failed kvrt call, with kvrt's message."""
+    if status == SUCCESS:
+        return
+    k = lib()
+    message = (k.last_error() or b"").decode("utf-8", "replace")
+    name = k.status_name(status)
+    name = name.decode() if name else "kvrt status %d" % status
+    raise errors.error_for_status(status, message, name)

@@ -1,0 +1,327 @@
+"""kvgen.Bundle: a loaded bundle of generated kernels, and its launches.
+
+A bundle is what the kvgen compiler writes (docs/KERNEL-ABI.md): the manifest
+of every kernel and the PTX (GPU bundles), or, for the host target, a shared
+object with the kernels compiled for the CPU and the manifest embedded
+(``kvgen --target=host --emit=shared-lib``). kvrt validates every tensor
+against the manifest before it launches anything.
+"""
+
+import ctypes
+import json
+import os
+import struct
+import sys
+
+from . import _dlpack, _kvrt, errors
+
+_VARIANTS = {"auto": 0, "vector": 1, "scalar": 2}
+
+# The args structs of kvrt.h, packed in one call. Fields: the kernel name,
+# the tensors, the variant (an enum: int32 plus padding), then the four scale
+# tensors bundle format 2 added at the end (a kvrt that predates them reads
+# only the prefix it knows).
+_APPEND_ARGS = struct.Struct("<6Qi4x4Q")
+_FUSED_ARGS = struct.Struct("<8Qi4x4Q")
+_SLOT_ARGS = struct.Struct("<5Q")
+_GATHER_ARGS = struct.Struct("<6Qi4x4Q")
+
+_ELF_MAGIC = b"\x7fELF"
+
+
+def _stream_of(stream, obj, desc):
+    """The stream to launch on, as an integer handle (0: legacy default)."""
+    if stream is not None:
+        if isinstance(stream, int):
+            return stream
+        for attr in ("cuda_stream", "ptr", "handle"):
+            value = getattr(stream, attr, None)
+            if isinstance(value, int):
+                return value
+        raise errors.InvalidArgumentError(
+            "stream: expected an int handle or an object with cuda_stream or "
+            "ptr, got %s" % type(stream).__name__)
+    if desc[1] == _dlpack.CPU:
+        return 0
+    if _dlpack.is_torch(obj):
+        return torch_current_stream(desc[2])
+    module = type(obj).__module__ or ""
+    if module.startswith("cupy"):
+        import cupy  # noqa: the tensor's own framework, already imported
+
+        return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+_raw_stream = None
+
+
+def torch_current_stream(device_index):
+    """torch's current CUDA stream of a device, as a raw handle (cheap)."""
+    global _raw_stream
+    if _raw_stream is None:
+        torch = sys.modules["torch"]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _raw_stream = raw or (
+            lambda i: torch.cuda.current_stream(i).cuda_stream)
+    return _raw_stream(device_index)
+
+
+def _cache_matches(cache, want):
+    for key, value in want.items():
+        if value is None:
+            continue
+        if key == "quant":
+            q = cache.get("quant")
+            if (q or None) != (value or None):
+                if not (q and value and all(q.get(k) == v
+                                            for k, v in value.items())):
+                    return False
+            continue
+        if cache.get(key) != value:
+            return False
+    return True
+
+
+class Bundle:
+    """A loaded bundle. Use ``Bundle.load(path)`` (a bundle JSON file or a
+    host shared object), ``Bundle.from_json(text)``, or ``kvgen.compile``."""
+
+    def __init__(self, handle, manifest, source, host_lib=None):
+        self._handle = handle
+        self._manifest = manifest
+        self._host_lib = host_lib
+        self._names = {}
+        self.source = source
+        self.kernels = list(manifest.get("kernels", []))
+        self.version = manifest.get("version")
+        self.target = manifest.get("target", {})
+        #: True when the CPU entry points are registered (a host bundle).
+        self.has_host_kernels = host_lib is not None
+        #: True when the bundle carries GPU code (PTX or a cubin).
+        self.has_device_code = bool(manifest.get("ptx") or
+                                    manifest.get("cubin_base64"))
+
+    # Loading ------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path):
+        """Loads a bundle JSON file or a host shared object (by content)."""
+        path = os.fspath(path)
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4)
+        except OSError:
+            head = b""
+        if head == _ELF_MAGIC:
+            return cls.load_shared_lib(path)
+        k = _kvrt.lib()
+        handle = ctypes.c_void_p()
+        _kvrt.check(k.bundle_load_file(path.encode(), ctypes.byref(handle)))
+        with open(path, "rb") as f:
+            manifest = json.loads(f.read())
+        return cls(handle, manifest, path)
+
+    @classmethod
+    def from_json(cls, data, source="<memory>"):
+        """Loads a bundle from its JSON text (str or bytes)."""
+        if isinstance(data, str):
+            data = data.encode()
+        k = _kvrt.lib()
+        handle = ctypes.c_void_p()
+        _kvrt.check(k.bundle_load_memory(data, len(data), ctypes.byref(handle)))
+        return cls(handle, json.loads(data), source)
+
+    @classmethod
+    def load_shared_lib(cls, path):
+        """Loads a host shared object: its embedded bundle, with every
+        kernel's packed entry point registered as kvrt's host kernel."""
+        path = os.fspath(path)
+        try:
+            lib = ctypes.CDLL(os.path.abspath(path))
+            getter = lib.kvgen_bundle_json
+            size = lib.kvgen_bundle_json_size
+        except (OSError, AttributeError) as e:
+            raise errors.InvalidBundleError(
+                "%s is not a kvgen host shared object (kvgen --target=host "
+                "--emit=shared-lib): %s" % (path, e)) from None
+        getter.restype = ctypes.c_void_p
+        size.restype = ctypes.c_uint64
+        data = ctypes.string_at(getter(), size())
+        bundle = cls.from_json(data, source=path)
+        bundle._host_lib = lib
+        k = _kvrt.lib()
+        for kernel in bundle.kernels:
+            name = kernel["name"]
+            try:
+                entry = getattr(lib, "_mlir_" + name)
+            except AttributeError:
+                raise errors.InvalidBundleError(
+                    "%s: the bundle names kernel '%s' but the object has no "
+                    "_mlir_%s" % (path, name, name)) from None
+            address = ctypes.cast(entry, ctypes.c_void_p).value
+            _kvrt.check(k.bundle_set_host_kernel(bundle._handle,
+                                                 name.encode(), address))
+        bundle.has_host_kernels = True
+        return bundle
+
+    def close(self):
+        if self._handle:
+            _kvrt.lib().bundle_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "<kvgen.Bundle %s: %d kernels>" % (self.source, len(self.kernels))
+
+    # Kernels ------------------------------------------------------------
+
+    def find(self, kind, **cache):
+        """The name of the kernel of `kind` ("append", "slot_mapping",
+        "fused_append", "gather") whose cache matches every given field
+        (layout, block_size, num_kv_heads, head_dim, dtype, quant, ...);
+        ``source_dtype=`` matches the source. The vector variant's name, which
+        is how kvrt names a description. None if absent."""
+        source = cache.pop("source_dtype", None)
+        found = None
+        for k in self.kernels:
+            if k.get("kind") != kind:
+                continue
+            if source is not None and k.get("source_dtype", source) != source:
+                continue
+            if not _cache_matches(k.get("cache", {}), cache):
+                continue
+            if k.get("variant") != "scalar":
+                return k["name"]
+            found = found or k["name"]
+        return found
+
+    def set_checked(self, enabled=True):
+        """kvrt's checked mode (slot ranges and duplicates checked on the
+        host before each launch); needs a kvrt with bundle format 2."""
+        k = _kvrt.lib()
+        if k.bundle_set_checked is None:
+            raise errors.KvgenError("this libkvrt has no checked mode")
+        _kvrt.check(k.bundle_set_checked(self._handle, int(bool(enabled))))
+
+    def _name(self, kernel):
+        if kernel is None:
+            return 0
+        entry = self._names.get(kernel)
+        if entry is None:
+            buf = ctypes.create_string_buffer(kernel.encode())
+            entry = self._names[kernel] = (buf, ctypes.addressof(buf))
+        return entry[1]
+
+    # Launches on descriptions (the ops' fast path) -----------------------
+
+    def _append(self, kernel, descs, variant, stream):
+        """descs: key, value, slot_mapping, key_cache, value_cache, then the
+        four scale tensors (None where absent)."""
+        s = _dlpack.scratch()
+        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
+        if any(a[5:]) and not _kvrt.lib().has_scales:
+            raise errors.KvgenError(
+                "this libkvrt predates scale tensors (bundle format 2)")
+        _APPEND_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
+                               a[0], a[1], a[2], a[3], a[4], variant, a[5],
+                               a[6], a[7], a[8])
+        _kvrt.check(_kvrt.lib().append(self._handle, s.args, stream))
+
+    def _fused_append(self, kernel, descs, variant, stream):
+        """descs: key, value, block_table, query_start_loc, context_lens,
+        key_cache, value_cache, then the four scale tensors."""
+        s = _dlpack.scratch()
+        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
+        if any(a[7:]) and not _kvrt.lib().has_scales:
+            raise errors.KvgenError(
+                "this libkvrt predates scale tensors (bundle format 2)")
+        _FUSED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
+                              *a[:7], variant, *a[7:])
+        _kvrt.check(_kvrt.lib().fused_append(self._handle, s.args, stream))
+
+    # Launches on tensors --------------------------------------------------
+
+    def append(self, key, value, slot_mapping, key_cache, value_cache, *,
+               kernel=None, variant="auto", key_scale=None, value_scale=None,
+               key_scale_cache=None, value_scale_cache=None, stream=None):
+        """kvrt_append: K/V rows into the caches through slot_mapping. For
+        dual_stacked, key_cache is the stacked tensor and value_cache None."""
+        keep = []
+        objs = (key, value, slot_mapping, key_cache, value_cache, key_scale,
+                value_scale, key_scale_cache, value_scale_cache)
+        names = ("key", "value", "slot_mapping", "key_cache", "value_cache",
+                 "key_scale", "value_scale", "key_scale_cache",
+                 "value_scale_cache")
+        descs = [None if o is None else _dlpack.describe(o, n, keep)
+                 for o, n in zip(objs, names)]
+        self._append(kernel, descs, _variant(variant),
+                     _stream_of(stream, key, descs[0]))
+
+    def fused_append(self, key, value, block_table, query_start_loc,
+                     context_lens, key_cache, value_cache, *, kernel=None,
+                     variant="auto", key_scale=None, value_scale=None,
+                     key_scale_cache=None, value_scale_cache=None, stream=None):
+        """kvrt_fused_append: the append with slots from the block table."""
+        keep = []
+        objs = (key, value, block_table, query_start_loc, context_lens,
+                key_cache, value_cache, key_scale, value_scale,
+                key_scale_cache, value_scale_cache)
+        names = ("key", "value", "block_table", "query_start_loc",
+                 "context_lens", "key_cache", "value_cache", "key_scale",
+                 "value_scale", "key_scale_cache", "value_scale_cache")
+        descs = [None if o is None else _dlpack.describe(o, n, keep)
+                 for o, n in zip(objs, names)]
+        self._fused_append(kernel, descs, _variant(variant),
+                           _stream_of(stream, key, descs[0]))
+
+    def build_slot_mapping(self, block_table, query_start_loc, context_lens,
+                           slot_mapping, *, kernel=None, stream=None):
+        """kvrt_build_slot_mapping: slot_mapping from the block table."""
+        keep = []
+        s = _dlpack.scratch()
+        objs = (block_table, query_start_loc, context_lens, slot_mapping)
+        names = ("block_table", "query_start_loc", "context_lens",
+                 "slot_mapping")
+        descs = [_dlpack.describe(o, n, keep) for o, n in zip(objs, names)]
+        a = [s.pack(i, d) for i, d in enumerate(descs)]
+        _SLOT_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel), *a)
+        _kvrt.check(_kvrt.lib().build_slot_mapping(
+            self._handle, s.args, _stream_of(stream, slot_mapping, descs[3])))
+
+    def gather(self, key_cache, value_cache, slot_mapping, key_out, value_out,
+               *, kernel=None, variant="auto", key_scale=None,
+               value_scale=None, key_scale_cache=None, value_scale_cache=None,
+               stream=None):
+        """kvrt_gather: rows of given slots read back (dequantized)."""
+        k = _kvrt.lib()
+        if k.gather is None:
+            raise errors.KvgenError("this libkvrt has no kvrt_gather")
+        keep = []
+        s = _dlpack.scratch()
+        objs = (key_cache, value_cache, slot_mapping, key_out, value_out,
+                key_scale, value_scale, key_scale_cache, value_scale_cache)
+        names = ("key_cache", "value_cache", "slot_mapping", "key_out",
+                 "value_out", "key_scale", "value_scale", "key_scale_cache",
+                 "value_scale_cache")
+        descs = [None if o is None else _dlpack.describe(o, n, keep)
+                 for o, n in zip(objs, names)]
+        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
+        _GATHER_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
+                               *a[:5], _variant(variant), *a[5:])
+        _kvrt.check(k.gather(self._handle, s.args,
+                             _stream_of(stream, key_out, descs[3])))
+
+
+def _variant(variant):
+    try:
+        return _VARIANTS[variant]
+    except KeyError:
+        raise errors.InvalidArgumentError(
+            "variant: expected one of auto, vector, scalar, got %r"
+            % (variant,)) from None

@@ -1,0 +1,270 @@
+"""kvgen.compile: kernels from a cache description, cached on disk.
+
+The kvgen compiler ($KVGEN_COMPILER, else `kvgen` on PATH) turns a
+description into a bundle; the result is kept under a key of the description,
+the compiler (its --version and a hash of its binary) and the target, as
+Triton and FlashInfer keep their JIT output. The cache lives in
+$KVGEN_CACHE_DIR, else $XDG_CACHE_HOME/kvgen, else ~/.cache/kvgen:
+
+    <cache>/<target>/<description hash>/<compiler hash>/
+        bundle.json | kernels.so, description.mlir, compiler.txt
+
+A machine without the compiler (a serving machine) uses entries made ahead
+of time (``python -m kvgen precompile``): it looks the description up under
+its target and takes the newest entry, whichever compiler made it.
+"""
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+
+from . import errors
+from .bundle import Bundle
+
+_CACHE_DTYPES = {
+    "f32": "f32", "float32": "f32", "float": "f32",
+    "f16": "f16", "float16": "f16", "half": "f16",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "f8e4m3": "f8E4M3FN", "f8E4M3FN": "f8E4M3FN", "fp8_e4m3": "f8E4M3FN",
+    "float8_e4m3fn": "f8E4M3FN", "fp8": "f8E4M3FN",
+    "f8e5m2": "f8E5M2", "f8E5M2": "f8E5M2", "fp8_e5m2": "f8E5M2",
+    "float8_e5m2": "f8E5M2",
+    "i8": "i8", "int8": "i8",
+}
+_SOURCE_DTYPES = ("f32", "f16", "bf16")
+_QUANT_STORAGE = {"fp8_e4m3": "f8E4M3FN", "fp8_e5m2": "f8E5M2", "int8": "i8"}
+_KERNELS = ("append", "slot_mapping", "fused_append")
+
+
+def _dtype(value, allowed, what):
+    name = str(value).replace("torch.", "")
+    name = _CACHE_DTYPES.get(name, name)
+    if name not in allowed:
+        raise ValueError("%s: %r is not one of %s" % (what, value,
+                                                      ", ".join(allowed)))
+    return name
+
+
+def normalize_quant(quant, cache_dtype=None):
+    """(kind, granularity, mode) from "kind[,granularity[,mode]]", a tuple or
+    a dict; granularity defaults to per_tensor and mode to static."""
+    if quant is None:
+        if cache_dtype in ("f8E4M3FN", "f8E5M2"):
+            quant = "fp8_e4m3" if cache_dtype == "f8E4M3FN" else "fp8_e5m2"
+        elif cache_dtype == "i8":
+            quant = "int8"
+        else:
+            return None
+    if isinstance(quant, dict):
+        parts = [quant.get("kind"), quant.get("granularity", "per_tensor"),
+                 quant.get("mode", "static")]
+    else:
+        if isinstance(quant, str):
+            quant = [p.strip() for p in quant.split(",") if p.strip()]
+        parts = list(quant) + ["per_tensor", "static"][len(quant) - 1:]
+    if len(parts) != 3 or parts[0] not in _QUANT_STORAGE:
+        raise ValueError("quant: expected kind[,granularity[,mode]] with kind "
+                         "one of %s, got %r" % (", ".join(_QUANT_STORAGE),
+                                                quant))
+    return tuple(parts)
+
+
+def describe(layout="paged_nhd", block_size=16, num_kv_heads=8, head_dim=128,
+             dtype="bf16", cache_dtype=None, quant=None, max_seq_len=None,
+             kernels=_KERNELS, name="kv"):
+    """The kv module text (kvgen's input) of one cache description."""
+    src = _dtype(dtype, _SOURCE_DTYPES, "dtype")
+    q = normalize_quant(quant, _dtype(cache_dtype, list(_CACHE_DTYPES.values()),
+                                      "cache_dtype") if cache_dtype else None)
+    if cache_dtype is None:
+        cache = _QUANT_STORAGE[q[0]] if q else src
+    else:
+        cache = _dtype(cache_dtype, list(_CACHE_DTYPES.values()),
+                       "cache_dtype")
+    if layout == "contiguous":
+        if not max_seq_len:
+            raise ValueError("the contiguous layout needs max_seq_len")
+        extent = "max_seq_len = %d" % int(max_seq_len)
+    else:
+        extent = "block_size = %d" % int(block_size)
+    text = ("!kv.cache<layout = %s, %s, num_kv_heads = %d, head_dim = %d, "
+            "dtype = %s" % (layout, extent, int(num_kv_heads), int(head_dim),
+                            cache))
+    if q:
+        text += (", quant = #kv.quant<kind = %s, granularity = %s, mode = %s>"
+                 % q)
+    text += ">"
+    lines = ["module {"]
+    for k in kernels:
+        if k not in _KERNELS:
+            raise ValueError("kernels: %r is not one of %s"
+                             % (k, ", ".join(_KERNELS)))
+        lines.append("  kv.%s @%s_%s : %s%s" % (
+            k, name, k, text, "" if k == "slot_mapping" else " from " + src))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def cache_dir():
+    env = os.environ.get("KVGEN_CACHE_DIR")
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kvgen")
+
+
+def find_compiler():
+    """The kvgen compiler's path, or None."""
+    env = os.environ.get("KVGEN_COMPILER")
+    if env:
+        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
+            raise errors.CompilerNotFoundError(
+                "KVGEN_COMPILER=%s is not an executable file" % env)
+        return env
+    return shutil.which("kvgen")
+
+
+_identities = {}
+_identity_lock = threading.Lock()
+
+
+def compiler_identity(path):
+    """What the cache keys the compiler on: `kvgen --version` and a hash of
+    the binary (a rebuilt compiler of the same version is another one)."""
+    st = os.stat(path)
+    stamp = (path, st.st_size, st.st_mtime_ns)
+    with _identity_lock:
+        if stamp in _identities:
+            return _identities[stamp]
+    proc = subprocess.run([path, "--version"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise errors.CompilerError("%s --version failed: %s"
+                                   % (path, proc.stderr.strip()))
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    version = proc.stdout.strip()
+    identity = (version, hashlib.sha256(
+        (version + "\n" + h.hexdigest()).encode()).hexdigest()[:16])
+    with _identity_lock:
+        _identities[stamp] = identity
+    return identity
+
+
+def _target(target, chip):
+    if target in ("gpu", "cuda"):
+        chip = chip or os.environ.get("KVGEN_CHIP") or "sm_90"
+        return "gpu", chip, "gpu-" + chip
+    if target in ("host", "cpu"):
+        return "host", None, "host-" + platform.machine()
+    raise ValueError("target: expected gpu or host, got %r" % (target,))
+
+
+def cache_entry(description=None, *, target="gpu", chip=None, cache=None,
+                compiler=None, **fields):
+    """The path of the cached bundle (bundle.json) or host object
+    (kernels.so) of a description, compiling it on a miss; arguments as for
+    ``compile``. Needs no libkvrt (precompile uses it)."""
+    if description is None:
+        description = describe(**fields)
+    elif fields:
+        raise TypeError("give a description or its fields, not both")
+    kind, chip, tag = _target(target, chip)
+    root = os.fspath(cache) if cache is not None else cache_dir()
+    desc_key = hashlib.sha256(description.encode()).hexdigest()[:24]
+    desc_dir = os.path.join(root, tag, desc_key)
+    artifact = "kernels.so" if kind == "host" else "bundle.json"
+
+    path = compiler or find_compiler()
+    if path is None:
+        entry = _newest_entry(desc_dir, artifact)
+        if entry is None:
+            raise errors.KernelNotAvailableError(
+                "no kvgen compiler (set KVGEN_COMPILER or put kvgen on PATH) "
+                "and no cached kernels for target %s in %s for:\n%s"
+                "fill the cache ahead of time with python -m kvgen precompile"
+                % (tag, root, description))
+    else:
+        version, ident = compiler_identity(path)
+        entry = os.path.join(desc_dir, ident)
+        if not os.path.isfile(os.path.join(entry, artifact)):
+            _compile_into(path, version, description, kind, chip, entry,
+                          artifact)
+    return os.path.join(entry, artifact)
+
+
+_loaded = {}
+_loaded_lock = threading.Lock()
+
+
+def compile(description=None, *, target="gpu", chip=None, cache=None,
+            compiler=None, **fields):
+    """A Bundle for `description` (kv module text) or for the fields of
+    ``describe`` (layout=, block_size=, num_kv_heads=, head_dim=, dtype=,
+    cache_dtype=, quant=, max_seq_len=, kernels=). `target` is "gpu" (PTX for
+    `chip`, default $KVGEN_CHIP or sm_90) or "host" (a shared object for this
+    CPU). `cache` overrides the cache folder. Compiles only on a miss."""
+    file = cache_entry(description, target=target, chip=chip, cache=cache,
+                       compiler=compiler, **fields)
+    with _loaded_lock:
+        bundle = _loaded.get(file)
+        if bundle is None:
+            bundle = _loaded[file] = Bundle.load(file)
+    return bundle
+
+
+def _newest_entry(desc_dir, artifact):
+    try:
+        names = os.listdir(desc_dir)
+    except OSError:
+        return None
+    entries = [os.path.join(desc_dir, n) for n in names
+               if os.path.isfile(os.path.join(desc_dir, n, artifact))]
+    if not entries:
+        return None
+    return max(entries, key=lambda e: os.stat(os.path.join(e, artifact))
+               .st_mtime_ns)
+
+
+def _compile_into(compiler, version, description, kind, chip, entry, artifact):
+    """Runs the compiler into a fresh folder beside `entry`, then renames it
+    into place: a reader sees a whole entry or none."""
+    parent = os.path.dirname(entry)
+    os.makedirs(parent, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+    try:
+        desc_file = os.path.join(work, "description.mlir")
+        with open(desc_file, "w") as f:
+            f.write(description)
+        out = os.path.join(work, artifact)
+        cmd = [compiler, desc_file, "-o", out]
+        if kind == "host":
+            cmd += ["--target=host", "--emit=shared-lib"]
+        else:
+            cmd += ["--emit=bundle", "--chip=" + chip]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            # The first error first (without the temporary file's name), then
+            # everything kvgen said and the command.
+            stderr = proc.stderr.strip()
+            first = [l.split("error:", 1)[1].strip()
+                     for l in stderr.splitlines() if "error:" in l]
+            raise errors.CompilerError(
+                "kvgen refused the description: %s\n%s\n(%s)"
+                % ((first or [stderr])[0], stderr, " ".join(cmd)))
+        with open(os.path.join(work, "compiler.txt"), "w") as f:
+            f.write(version + "\n" + compiler + "\n")
+        try:
+            os.rename(work, entry)
+        except OSError:
+            # Another process made the same entry first: keep theirs.
+            if not os.path.isfile(os.path.join(entry, artifact)):
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

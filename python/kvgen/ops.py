@@ -1,0 +1,406 @@
+"""Drop-in KV-cache appends with the conventions of the serving stacks.
+
+``reshape_and_cache_flash``  vLLM's ``torch.ops._C_cache_ops.reshape_and_cache_flash``
+``append_paged_kv_cache``    FlashInfer's ``flashinfer.page.append_paged_kv_cache``
+
+Each finds its kernel from the tensors' shapes and dtypes: a bundle given to
+``register`` if one offers it, else ``kvgen.compile`` (the disk cache, or the
+compiler). The choice is memoized per shape, so a steady-state call costs one
+dict hit, one DLTensor per tensor and one kvrt call; kvrt validates every
+tensor (a bad one raises kvgen.InvalidArgumentError, nothing is written).
+
+With PyTorch, both are also ``torch.ops.kvgen.*`` custom ops with fake
+implementations, used automatically under torch.compile; eager calls and
+CUDA-graph captures take the direct path. kvgen imports without torch.
+"""
+
+import sys
+import threading
+
+from . import _dlpack, compiler, errors
+from .bundle import _stream_of
+
+# torch, once kvgen._torch_ops has registered the custom ops (a global, so
+# that torch.compile traces the routing below without a graph break).
+_torch = None
+_plans = {}
+_plans_lock = threading.Lock()
+_registered = []
+
+_FP8 = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+_FP8_CACHE = {"fp8_e4m3": ("f8e4m3", ("u8", "f8e4m3")),
+              "fp8_e5m2": ("f8e5m2", ("u8", "f8e5m2"))}
+_UNQUANTIZED = ("f32", "f16", "bf16")
+
+
+def register(bundle):
+    """Offers `bundle`'s kernels to the ops, before any compilation."""
+    _registered.insert(0, bundle)
+    with _plans_lock:
+        _plans.clear()
+
+
+class _Plan:
+    __slots__ = ("bundle", "kernel", "hnd", "quantized", "block_size")
+
+
+def _bad(message, *args):
+    return errors.InvalidArgumentError(message % args)
+
+
+_chips = {}
+
+
+def _chip(device_id):
+    chip = _chips.get(device_id)
+    if chip is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability(device_id)
+            chip = "sm_%d%d" % (major, minor)
+        else:
+            import os
+
+            chip = os.environ.get("KVGEN_CHIP", "sm_90")
+        _chips[device_id] = chip
+    return chip
+
+
+def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
+                cache_dtype, quant):
+    """(bundle, kernel name) of `kind` for one cache, from a registered
+    bundle or kvgen.compile."""
+    host = device[0] == _dlpack.CPU
+    want = dict(layout=layout, block_size=block_size, num_kv_heads=heads,
+                head_dim=head_dim, dtype=cache_dtype, source_dtype=source,
+                quant=None if quant is None else {
+                    "kind": quant, "granularity": "per_tensor",
+                    "mode": "static"})
+    for b in _registered:
+        if (b.has_host_kernels if host else b.has_device_code):
+            name = b.find(kind, **dict(want))
+            if name:
+                return b, name
+    desc_cache = {"f8e4m3": "f8E4M3FN", "f8e5m2": "f8E5M2"}.get(cache_dtype,
+                                                                cache_dtype)
+    try:
+        bundle = compiler.compile(
+            layout=layout, block_size=block_size, num_kv_heads=heads,
+            head_dim=head_dim, dtype=source, cache_dtype=desc_cache,
+            quant=quant, target="host" if host else "gpu",
+            chip=None if host else _chip(device[1]))
+    except errors.CompilerError as e:
+        if quant is None:
+            raise
+        raise errors.KernelNotAvailableError(
+            "kv_cache_dtype %s needs quantized kernels, which this kvgen "
+            "could not generate: %s" % (quant, e)) from e
+    name = bundle.find(kind, **dict(want))
+    if name is None:
+        raise errors.KernelNotAvailableError(
+            "%s has no %s kernel for %s" % (bundle.source, kind, want))
+    return bundle, name
+
+
+def _cache_layout(kc, vc, names):
+    """Whether a [nb, bs, H, D] cache (vLLM's logical shape) is HND in
+    memory, from its strides; K and V must agree."""
+    def hnd(d):
+        s = d[6]
+        return d[5][1] > 1 and d[5][2] > 1 and s[2] > s[1]
+
+    if hnd(kc) != hnd(vc):
+        raise _bad("%s is %s in memory but %s is %s", names[0],
+                   "HND" if hnd(kc) else "NHD", names[1],
+                   "HND" if hnd(vc) else "NHD")
+    return hnd(kc)
+
+
+def _hnd_view(d):
+    """The [nb, H, bs, D] view of a [nb, bs, H, D] HND-strided cache."""
+    shape, strides = d[5], d[6]
+    return d[:5] + ((shape[0], shape[2], shape[1], shape[3]),
+                    (strides[0], strides[2], strides[1], strides[3]))
+
+
+def _flash_plan(key, k, kc, vc, kv_cache_dtype):
+    if len(k[5]) != 3:
+        raise _bad("key: expected [num_tokens, num_heads, head_size], got "
+                   "shape %s", list(k[5]))
+    for d, n in ((kc, "key_cache"), (vc, "value_cache")):
+        if len(d[5]) != 4:
+            raise _bad("%s: expected [num_blocks, block_size, num_heads, "
+                       "head_size], got shape %s", n, list(d[5]))
+    _, bs, heads, head_dim = kc[5]
+    if tuple(k[5][1:]) != (heads, head_dim):
+        raise _bad("key: [num_tokens, %d, %d] does not match key_cache's "
+                   "num_heads %d and head_size %d", k[5][1], k[5][2], heads,
+                   head_dim)
+    source = _dlpack.dtype_name(k)
+    if source not in _UNQUANTIZED:
+        raise _bad("key: dtype %s; expected float32, float16 or bfloat16",
+                   source)
+    cache = _dlpack.dtype_name(kc)
+    quant = None
+    if kv_cache_dtype == "auto":
+        if cache not in _UNQUANTIZED:
+            raise _bad("key_cache: dtype %s with kv_cache_dtype 'auto'; an "
+                       "fp8 cache needs kv_cache_dtype 'fp8', 'fp8_e4m3' or "
+                       "'fp8_e5m2'", cache)
+    elif kv_cache_dtype in _FP8:
+        quant = _FP8[kv_cache_dtype]
+        stored, accepted = _FP8_CACHE[quant]
+        if cache not in accepted:
+            raise _bad("key_cache: dtype %s with kv_cache_dtype %r; expected "
+                       "uint8 or the matching float8", cache, kv_cache_dtype)
+        cache = stored
+    else:
+        raise _bad("kv_cache_dtype: %r is not one of auto, fp8, fp8_e4m3, "
+                   "fp8_e5m2", kv_cache_dtype)
+    hnd = _cache_layout(kc, vc, ("key_cache", "value_cache"))
+    plan = _Plan()
+    plan.bundle, plan.kernel = _kernel_for(
+        "append", kc[1:3], "paged_hnd" if hnd else "paged_nhd", bs, heads,
+        head_dim, source, cache, quant)
+    plan.hnd = hnd
+    plan.quantized = quant is not None
+    plan.block_size = bs
+    return plan
+
+
+def _scale(obj, name, keep):
+    if obj is None:
+        raise _bad("%s: an fp8 cache needs the scale tensor", name)
+    d = _dlpack.describe(obj, name, keep)
+    count = 1
+    for e in d[5]:
+        count *= e
+    if count != 1:
+        raise _bad("%s: expected one scale (shape [] or [1]), got shape %s",
+                   name, list(d[5]))
+    return d[:5] + ((1,), (1,))
+
+
+def register_torch_ops():
+    """Registers torch.ops.kvgen.* now (imports torch). Done by itself when
+    kvgen.ops is imported after torch, or at the first call with a torch
+    tensor; call it first if the first call may be inside torch.compile."""
+    from . import _torch_ops  # noqa: F401  sets _torch
+
+
+def _torch_route(t):
+    """True when a torch call must go through torch.ops.kvgen (tracing,
+    fake or functional tensors), False for the direct path."""
+    torch = _torch
+    if torch is None:
+        if "torch" not in sys.modules:
+            return False
+        from . import _torch_ops  # noqa: F401  sets _torch
+
+        torch = _torch
+    if not isinstance(t, torch.Tensor):
+        return False
+    return type(t) is not torch.Tensor or torch.compiler.is_compiling()
+
+
+def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
+                            kv_cache_dtype="auto", k_scale=None, v_scale=None,
+                            *, stream=None):
+    """vLLM's reshape_and_cache_flash: ``key_cache[slot // bs, slot % bs] =
+    key[i]`` (and V) for every token i with ``slot_mapping[i] >= 0``.
+
+    key, value: [num_tokens, num_heads, head_size] (any strides; rows past
+    slot_mapping's length are CUDA-graph padding and ignored, as in vLLM).
+    key_cache, value_cache: [num_blocks, block_size, num_heads, head_size],
+    NHD, or HND in memory (a permuted view; the strides say which).
+    slot_mapping: int64 [num_tokens]. kv_cache_dtype: "auto" (the cache's
+    dtype; f32 <-> f16/bf16 casts allowed), "fp8"/"fp8_e4m3"/"fp8_e5m2"
+    (cache uint8 or float8; stored = x / k_scale, per-tensor scales).
+    """
+    if stream is None and _torch_route(key):
+        _torch.ops.kvgen.reshape_and_cache_flash(
+            key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
+            k_scale, v_scale)
+        return
+    _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
+                             kv_cache_dtype, k_scale, v_scale, stream)
+
+
+def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
+                             kv_cache_dtype, k_scale, v_scale, stream):
+    keep = []
+    describe = _dlpack.describe
+    sm = describe(slot_mapping, "slot_mapping", keep)
+    k = describe(key, "key", keep)
+    v = describe(value, "value", keep)
+    kc = describe(key_cache, "key_cache", keep)
+    vc = describe(value_cache, "value_cache", keep)
+    memo = (k[3], k[4], k[5][1:], kc[1], kc[2], kc[3], kc[4], kc[5][1:],
+            kc[6], vc[6], kv_cache_dtype)
+    plan = _plans.get(memo)
+    if plan is None:
+        plan = _flash_plan(key, k, kc, vc, kv_cache_dtype)
+        with _plans_lock:
+            _plans[memo] = plan
+    if len(sm[5]) != 1:
+        raise _bad("slot_mapping: expected [num_tokens], got shape %s",
+                   list(sm[5]))
+    n = sm[5][0]
+    for d, name in ((k, "key"), (v, "value")):
+        if len(d[5]) != 3 or d[5][0] < n:
+            raise _bad("%s: shape %s has fewer rows than slot_mapping (%d)",
+                       name, list(d[5]), n)
+    if k[5][0] != n:
+        k = k[:5] + ((n,) + k[5][1:], k[6])
+    if v[5][0] != n:
+        v = v[:5] + ((n,) + v[5][1:], v[6])
+    if plan.hnd:
+        kc, vc = _hnd_view(kc), _hnd_view(vc)
+    ks = vs = None
+    if plan.quantized:
+        ks = _scale(k_scale, "k_scale", keep)
+        vs = _scale(v_scale, "v_scale", keep)
+    stream = _stream_of(stream, key, k)
+    plan.bundle._append(plan.kernel, (k, v, sm, kc, vc, ks, vs, None, None),
+                        0, stream)
+
+
+# FlashInfer ------------------------------------------------------------------
+
+_aranges = {}
+
+
+def _arange(like, count, torch_like):
+    """int32 0..count-1 on like's device, as a view of a cached tensor (no
+    allocation in steady state, so CUDA-graph captures hold no new memory)."""
+    key = (torch_like, like.device if torch_like else None)
+    cached = _aranges.get(key)
+    if cached is None or cached.shape[0] < count:
+        size = max(count, 8192)
+        if torch_like:
+            import torch
+
+            cached = torch.arange(size, dtype=torch.int32, device=like.device)
+        else:
+            import numpy
+
+            cached = numpy.arange(size, dtype=numpy.int32)
+        _aranges[key] = cached
+    return cached[:count]
+
+
+def _split_paged(paged_kv_cache, kv_layout):
+    if isinstance(paged_kv_cache, (tuple, list)):
+        if len(paged_kv_cache) != 2:
+            raise _bad("paged_kv_cache: expected (k_cache, v_cache), got %d "
+                       "tensors", len(paged_kv_cache))
+        return paged_kv_cache[0], paged_kv_cache[1]
+    shape = paged_kv_cache.shape
+    if len(shape) != 5 or shape[1] != 2:
+        raise _bad("paged_kv_cache: expected a (k_cache, v_cache) pair or one "
+                   "[max_num_pages, 2, ...] tensor, got shape %s", list(shape))
+    return paged_kv_cache[:, 0], paged_kv_cache[:, 1]
+
+
+def append_paged_kv_cache(append_key, append_value, batch_indices, positions,
+                          paged_kv_cache, kv_indices, kv_indptr,
+                          kv_last_page_len, kv_layout="NHD", *, stream=None):
+    """FlashInfer's append_paged_kv_cache: token i of request
+    ``batch_indices[i]`` at position ``positions[i]`` goes to page
+    ``kv_indices[kv_indptr[b] + positions[i] // page_size]``, row
+    ``positions[i] % page_size``.
+
+    append_key, append_value: [nnz, num_kv_heads, head_dim]. paged_kv_cache:
+    (k_cache, v_cache), each [max_num_pages, page_size, num_kv_heads,
+    head_dim] (NHD) or [max_num_pages, num_kv_heads, page_size, head_dim]
+    (HND), or one [max_num_pages, 2, ...] tensor. batch_indices, positions,
+    kv_indices, kv_indptr: int32. kv_last_page_len is accepted for
+    FlashInfer's signature; the positions already say where each token goes.
+
+    One fused kvgen launch: each token is its own "request" whose block-table
+    row is all of kv_indices (a stride-0 view) and whose context length is
+    ``kv_indptr[b] * page_size + positions[i]``. As in FlashInfer, positions
+    must lie within their request's pages; one past the last page of
+    kv_indices writes nothing.
+    """
+    if kv_layout not in ("NHD", "HND"):
+        raise _bad("kv_layout: %r is not NHD or HND", kv_layout)
+    k_cache, v_cache = _split_paged(paged_kv_cache, kv_layout)
+    if stream is None and _torch_route(append_key):
+        _torch.ops.kvgen.append_paged_kv_cache(
+            append_key, append_value, batch_indices, positions, k_cache,
+            v_cache, kv_indices, kv_indptr, kv_last_page_len, kv_layout)
+        return
+    _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
+                           k_cache, v_cache, kv_indices, kv_indptr, kv_layout,
+                           stream)
+
+
+def _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
+                           k_cache, v_cache, kv_indices, kv_indptr, kv_layout,
+                           stream):
+    keep = []
+    describe = _dlpack.describe
+    k = describe(append_key, "append_key", keep)
+    v = describe(append_value, "append_value", keep)
+    kc = describe(k_cache, "k_cache", keep)
+    vc = describe(v_cache, "v_cache", keep)
+    idx = describe(kv_indices, "kv_indices", keep)
+    for d, n in ((kc, "k_cache"), (vc, "v_cache")):
+        if len(d[5]) != 4:
+            raise _bad("%s: expected a rank-4 %s page cache, got shape %s", n,
+                       kv_layout, list(d[5]))
+    if len(idx[5]) != 1 or _dlpack.dtype_name(idx) != "i32":
+        raise _bad("kv_indices: expected int32 [num_pages_used], got %s %s",
+                   _dlpack.dtype_name(idx), list(idx[5]))
+    hnd = kv_layout == "HND"
+    page = kc[5][2] if hnd else kc[5][1]
+    heads = kc[5][1] if hnd else kc[5][2]
+    memo = ("flashinfer", k[3], k[4], k[5][1:], kc[1], kc[2], kc[3], kc[4],
+            kc[5][1:], kv_layout)
+    plan = _plans.get(memo)
+    if plan is None:
+        if len(k[5]) != 3 or tuple(k[5][1:]) != (heads, kc[5][3]):
+            raise _bad("append_key: shape %s does not match the cache's "
+                       "num_kv_heads %d and head_dim %d", list(k[5]), heads,
+                       kc[5][3])
+        source, cache = _dlpack.dtype_name(k), _dlpack.dtype_name(kc)
+        if source not in _UNQUANTIZED or cache not in _UNQUANTIZED:
+            raise _bad("append_key %s, k_cache %s: expected float32, float16 "
+                       "or bfloat16", source, cache)
+        plan = _Plan()
+        plan.bundle, plan.kernel = _kernel_for(
+            "fused_append", kc[1:3], "paged_hnd" if hnd else "paged_nhd", page,
+            heads, kc[5][3], source, cache, None)
+        plan.hnd, plan.quantized, plan.block_size = hnd, False, page
+        with _plans_lock:
+            _plans[memo] = plan
+    nnz = k[5][0]
+    # Context lengths in int32 like the block table: refuse a cache whose
+    # used pages could overflow it (shape-only check, no sync).
+    if (idx[5][0] + 1) * page >= 2 ** 31:
+        raise _bad("kv_indices: %d pages of %d rows pass int32 positions",
+                   idx[5][0], page)
+    torch_like = _dlpack.is_torch(append_key)
+    if torch_like:
+        import torch
+
+        context = (torch.index_select(kv_indptr, 0, batch_indices) * page +
+                   positions).to(torch.int32)
+    else:
+        import numpy
+
+        context = (numpy.asarray(kv_indptr)[numpy.asarray(batch_indices)] *
+                   page + numpy.asarray(positions)).astype(numpy.int32)
+    keep.append(context)
+    qsl = _arange(append_key, nnz + 1, torch_like)
+    table = idx[:5] + ((nnz, idx[5][0]), (0, idx[6][0]))
+    descs = (k, v, table, describe(qsl, "query_start_loc", keep),
+             describe(context, "context_lens", keep), kc, vc, None, None, None,
+             None)
+    stream = _stream_of(stream, append_key, k)
+    plan.bundle._fused_append(plan.kernel, descs, 0, stream)
+
+
+if "torch" in sys.modules:
+    from . import _torch_ops  # noqa: F401  registers torch.ops.kvgen.*

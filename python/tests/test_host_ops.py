@@ -1,0 +1,265 @@
+"""The drop-in ops on the CPU, through generated host kernels (kvgen
+--target=host --emit=shared-lib) and kvrt: every byte of the caches equals
+NumPy's indexing."""
+
+import numpy as np
+import pytest
+
+import kvgen
+from reference import bits, flash_reference, flashinfer_reference
+
+pytestmark = pytest.mark.usefixtures("compiler_path")
+
+NB, BS, H, D = 6, 16, 4, 64
+DTYPES = {"f16": np.float16, "f32": np.float32}
+
+
+def _poisoned(shape, dtype, rng):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _hnd_cache(rng, dtype):
+    """A [nb, bs, H, D] view of HND memory, as vLLM makes it."""
+    return _poisoned((NB, H, BS, D), dtype, rng).transpose(0, 2, 1, 3)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_reshape_and_cache_flash_equals_numpy(layout, dtype):
+    rng = np.random.default_rng(7)
+    dt = DTYPES[dtype]
+    n = 11
+    # K and V as views into one fused QKV projection (strided rows).
+    qkv = rng.standard_normal((n + 3, 3, H, D)).astype(dt)
+    key, value = qkv[:, 1], qkv[:, 2]
+    make = _hnd_cache if layout == "HND" else (
+        lambda r, d: _poisoned((NB, BS, H, D), d, r))
+    kc, vc = make(rng, dt), make(rng, dt)
+    slots = rng.permutation(NB * BS)[:n].astype(np.int64)
+    slots[[2, 7]] = -1  # padding tokens
+    want_k, want_v = flash_reference(key, value, kc, vc, slots)
+    # key has 3 rows more than slot_mapping: vLLM's CUDA-graph padding.
+    kvgen.ops.reshape_and_cache_flash(key, value, kc, vc, slots, "auto",
+                                      None, None)
+    assert (bits(kc) == bits(want_k)).all()
+    assert (bits(vc) == bits(want_v)).all()
+
+
+def test_reshape_and_cache_flash_casts_f32_to_f16():
+    rng = np.random.default_rng(3)
+    key = rng.standard_normal((5, H, D)).astype(np.float32)
+    value = rng.standard_normal((5, H, D)).astype(np.float32)
+    kc = np.zeros((NB, BS, H, D), np.float16)
+    vc = np.zeros_like(kc)
+    slots = np.array([0, 1, 33, -1, 95], np.int64)
+    want_k, want_v = flash_reference(key, value, kc, vc, slots)
+    kvgen.ops.reshape_and_cache_flash(key, value, kc, vc, slots)
+    assert (bits(kc) == bits(want_k)).all()
+    assert (bits(vc) == bits(want_v)).all()
+
+
+def test_slot_past_the_cache_writes_nothing():
+    rng = np.random.default_rng(5)
+    key = rng.standard_normal((2, H, D)).astype(np.float16)
+    kc = _poisoned((NB, BS, H, D), np.float16, rng)
+    vc = kc.copy()
+    before = kc.copy()
+    slots = np.array([NB * BS, -5], np.int64)
+    kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)
+    assert (bits(kc) == bits(before)).all()
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("stacked", [False, True])
+def test_append_paged_kv_cache_equals_reference(layout, stacked):
+    rng = np.random.default_rng(11)
+    page = BS
+    # Three requests: 3 pages, 1 page, 2 pages; appending 5, 1 and 4 tokens.
+    kv_indptr = np.array([0, 3, 4, 6], np.int32)
+    kv_indices = np.array([4, 0, 2, 5, 1, 3], np.int32)
+    seq_lens = [40, 9, 20]
+    appended = [5, 1, 4]
+    batch = np.repeat(np.arange(3), appended).astype(np.int32)
+    positions = np.concatenate(
+        [np.arange(s - a, s) for s, a in zip(seq_lens, appended)]).astype(
+            np.int32)
+    nnz = len(batch)
+    key = rng.standard_normal((nnz, H, D)).astype(np.float16)
+    value = rng.standard_normal((nnz, H, D)).astype(np.float16)
+    shape = (NB, H, page, D) if layout == "HND" else (NB, page, H, D)
+    if stacked:
+        full = _poisoned((NB, 2) + shape[1:], np.float16, rng)
+        kc, vc = full[:, 0], full[:, 1]
+        cache = full
+    else:
+        kc = _poisoned(shape, np.float16, rng)
+        vc = _poisoned(shape, np.float16, rng)
+        cache = (kc, vc)
+    want_k, want_v = flashinfer_reference(key, value, batch, positions, kc,
+                                          vc, kv_indices, kv_indptr, layout)
+    last = np.array([(s - 1) % page + 1 for s in seq_lens], np.int32)
+    kvgen.ops.append_paged_kv_cache(key, value, batch, positions, cache,
+                                    kv_indices, kv_indptr, last, layout)
+    assert (bits(kc) == bits(want_k)).all()
+    assert (bits(vc) == bits(want_v)).all()
+
+
+def test_bundle_api_on_host_kernels(tmp_path):
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="f32", target="host")
+    assert b.has_host_kernels
+    assert b.find("append", layout="paged_nhd", dtype="f32") == "kv_append"
+    # Slot mapping from a block table, then the append through it.
+    block_table = np.array([[2, 5, -1], [0, 1, 3]], np.int32)
+    qsl = np.array([0, 2, 3], np.int32)
+    context = np.array([15, 20], np.int32)
+    slots = np.full(3, -7, np.int64)
+    b.build_slot_mapping(block_table, qsl, context, slots)
+    assert slots.tolist() == [2 * BS + 15, 5 * BS + 0, 1 * BS + 4]
+    rng = np.random.default_rng(1)
+    key = rng.standard_normal((3, H, D)).astype(np.float32)
+    kc = np.zeros((NB, BS, H, D), np.float32)
+    vc = np.zeros_like(kc)
+    b.append(key, key, slots, kc, vc, variant="scalar")
+    want, _ = flash_reference(key, key, np.zeros_like(kc), vc, slots)
+    assert (bits(kc) == bits(want)).all()
+
+
+def test_steady_state_call_does_not_look_up_kernels(monkeypatch):
+    rng = np.random.default_rng(2)
+    key = rng.standard_normal((4, H, D)).astype(np.float16)
+    kc = np.zeros((NB, BS, H, D), np.float16)
+    vc = np.zeros_like(kc)
+    slots = np.arange(4, dtype=np.int64)
+    kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("a memoized shape looked its kernel up again")
+
+    monkeypatch.setattr(kvgen.compiler, "compile", no_compile)
+    # Another token count and other caches of the same shape: a dict hit.
+    key2 = rng.standard_normal((9, H, D)).astype(np.float16)
+    kc2, vc2 = np.zeros_like(kc), np.zeros_like(vc)
+    slots2 = np.arange(9, dtype=np.int64) + 20
+    kvgen.ops.reshape_and_cache_flash(key2, key2, kc2, vc2, slots2)
+    want, _ = flash_reference(key2, key2, np.zeros_like(kc), vc, slots2)
+    assert (bits(kc2) == bits(want)).all()
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_bf16_through_ml_dtypes(layout):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = ml_dtypes.bfloat16
+    rng = np.random.default_rng(17)
+    n = 9
+    key = rng.standard_normal((n, H, D)).astype(bf16)
+    value = rng.standard_normal((n, H, D)).astype(np.float32)
+    make = _hnd_cache if layout == "HND" else (
+        lambda r, d: _poisoned((NB, BS, H, D), d, r))
+    kc = make(rng, bf16)
+    vc = make(rng, bf16)
+    slots = rng.permutation(NB * BS)[:n].astype(np.int64)
+    slots[4] = -1
+    want_k, _ = flash_reference(key, key, kc, vc, slots)
+    kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)
+    assert (bits(kc) == bits(want_k)).all()
+    # f32 -> bf16: round to nearest even, as NumPy's cast to bfloat16.
+    kc2 = make(rng, bf16)
+    want_v, _ = flash_reference(value, value, kc2, vc, slots)
+    vc2 = make(rng, bf16)
+    kvgen.ops.reshape_and_cache_flash(value, value, kc2, vc2, slots)
+    assert (bits(kc2) == bits(want_v)).all()
+
+
+@pytest.mark.parametrize("kind", ["fp8", "fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("source", ["f16", "f32"])
+def test_fp8_equals_saturating_cast(kind, source):
+    """vLLM's fp8 path: cache byte = fp8(clamp(float(x) / scale)), rounded to
+    nearest even; runs once kvgen generates quantized kernels."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    f8 = ml_dtypes.float8_e5m2 if kind == "fp8_e5m2" else (
+        ml_dtypes.float8_e4m3fn)
+    qmax = np.float32(ml_dtypes.finfo(f8).max)
+    rng = np.random.default_rng(23)
+    n = 12
+    key = (rng.standard_normal((n, H, D)) * 300).astype(DTYPES[source])
+    value = rng.standard_normal((n, H, D)).astype(DTYPES[source])
+    kc = rng.integers(0, 256, (NB, BS, H, D), dtype=np.uint8)
+    vc = rng.integers(0, 256, (NB, BS, H, D), dtype=np.uint8)
+    slots = rng.permutation(NB * BS)[:n].astype(np.int64)
+    slots[[1, 6]] = -1
+    ks = np.array([0.37], np.float32)
+    vs = np.array([2.5], np.float32)
+
+    def quantized(x, s):
+        return np.clip(x.astype(np.float32) / s[0], -qmax, qmax).astype(
+            f8).view(np.uint8)
+
+    want_k, want_v = flash_reference(quantized(key, ks), quantized(value, vs),
+                                     kc, vc, slots)
+    try:
+        kvgen.ops.reshape_and_cache_flash(key, value, kc, vc, slots, kind, ks,
+                                          vs)
+    except kvgen.KernelNotAvailableError as e:
+        pytest.skip("no quantized kernels: %s" % str(e).splitlines()[0])
+    assert (kc == want_k).all()
+    assert (vc == want_v).all()
+
+
+def test_registered_bundle_serves_the_ops(compiler_path, tmp_path,
+                                          monkeypatch):
+    import subprocess
+
+    lib = tmp_path / "kernels.so"
+    subprocess.run([compiler_path, "--layout=paged_nhd", "--block-size=32",
+                    "--num-kv-heads=1", "--head-dim=32", "--dtype=f32",
+                    "--target=host", "--emit=shared-lib", "-o", str(lib)],
+                   check=True)
+    bundle = kvgen.Bundle.load(lib)  # an ELF file: its host kernels
+    assert bundle.has_host_kernels and not bundle.has_device_code
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("a registered bundle's kernel was compiled")
+
+    monkeypatch.setattr(kvgen.compiler, "compile", no_compile)
+    kvgen.ops.register(bundle)
+    try:
+        rng = np.random.default_rng(4)
+        key = rng.standard_normal((3, 1, 32)).astype(np.float32)
+        kc = np.zeros((2, 32, 1, 32), np.float32)
+        vc = np.zeros_like(kc)
+        slots = np.array([63, -1, 0], np.int64)
+        kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)
+        want, _ = flash_reference(key, key, np.zeros_like(kc), vc, slots)
+        assert (bits(kc) == bits(want)).all()
+    finally:
+        kvgen.ops._registered.remove(bundle)
+        kvgen.ops._plans.clear()
+
+
+class _Producer:
+    """Any other DLPack producer (CuPy, JAX, ...): only __dlpack__."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_any_dlpack_producer():
+    rng = np.random.default_rng(29)
+    qkv = rng.standard_normal((6, 3, H, D)).astype(np.float32)
+    key, value = qkv[:, 1], qkv[:, 2]  # strided: the capsule carries strides
+    kc = _hnd_cache(rng, np.float32)
+    vc = _hnd_cache(rng, np.float32)
+    slots = np.array([5, 70, -1, 31, 32, 0], np.int64)
+    want_k, want_v = flash_reference(key, value, kc, vc, slots)
+    kvgen.ops.reshape_and_cache_flash(
+        _Producer(key), _Producer(value), _Producer(kc), _Producer(vc),
+        _Producer(slots))
+    assert (bits(kc) == bits(want_k)).all()
+    assert (bits(vc) == bits(want_v)).all()
