@@ -47,16 +47,16 @@ public:
   KernelBuilder(ImplicitLocOpBuilder &b, const KernelPlan &plan,
                 func::FuncOp func)
       : b(b), plan(plan), cache(plan.cache) {
-    for (auto [name, arg] : llvm::zip(plan.params, func.getArguments()))
-      args[name] = arg;
+    for (auto [param, arg] : llvm::zip(plan.getParams(), func.getArguments()))
+      args[static_cast<size_t>(param)] = arg;
   }
 
   /// Emits the whole function body.
   void build();
 
 private:
-  Value arg(StringRef name) {
-    Value v = args.lookup(name);
+  Value arg(abi::Param param) {
+    Value v = args[static_cast<size_t>(param)];
     assert(v && "parameter not in the plan");
     return v;
   }
@@ -92,16 +92,21 @@ private:
     return arith::ExtSIOp::create(b, b.getI64Type(), v);
   }
 
-  CacheStrides cacheStrides(StringRef prefix) {
-    return {arg((prefix + "_stride_block").str()),
-            arg((prefix + "_stride_head").str()),
-            arg((prefix + "_stride_pos").str()),
-            arg((prefix + "_stride_dim").str())};
+  CacheStrides cacheStrides(bool isKey) {
+    using P = abi::Param;
+    if (isKey)
+      return {arg(P::KeyCacheStrideBlock), arg(P::KeyCacheStrideHead),
+              arg(P::KeyCacheStridePos), arg(P::KeyCacheStrideDim)};
+    return {arg(P::ValueCacheStrideBlock), arg(P::ValueCacheStrideHead),
+            arg(P::ValueCacheStridePos), arg(P::ValueCacheStrideDim)};
   }
-  SourceStrides sourceStrides(StringRef prefix) {
-    return {arg((prefix + "_stride_token").str()),
-            arg((prefix + "_stride_head").str()),
-            arg((prefix + "_stride_dim").str())};
+  SourceStrides sourceStrides(bool isKey) {
+    using P = abi::Param;
+    if (isKey)
+      return {arg(P::KeyStrideToken), arg(P::KeyStrideHead),
+              arg(P::KeyStrideDim)};
+    return {arg(P::ValueStrideToken), arg(P::ValueStrideHead),
+            arg(P::ValueStrideDim)};
   }
 
   /// The slot of token `t` from the block table and positions (the
@@ -130,7 +135,8 @@ private:
   ImplicitLocOpBuilder &b;
   const KernelPlan &plan;
   kv::CacheType cache;
-  llvm::StringMap<Value> args;
+  /// The function's arguments, indexed by abi::Param.
+  std::array<Value, std::size(abi::kParams)> args{};
 };
 
 } // namespace
@@ -221,7 +227,7 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
   // unsigned compare folds both: a negative slot shifts to a huge block.
   Value valid = arith::AndIOp::create(
       b, cmp(arith::CmpIPredicate::sge, slot, i64(0)),
-      cmp(arith::CmpIPredicate::ult, block, arg("num_blocks")));
+      cmp(arith::CmpIPredicate::ult, block, arg(abi::Param::NumBlocks)));
   auto ifOp = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
@@ -231,20 +237,20 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
   Value head = divConst(c64, chunksPerHead);
   Value d0 = mul(remConst(c64, chunksPerHead), i64(plan.vectorElems));
 
-  SmallVector<Value> k =
-      loadChunk(arg("key"), sourceStrides("key"), t, head, d0);
-  SmallVector<Value> v =
-      loadChunk(arg("value"), sourceStrides("value"), t, head, d0);
-  storeChunk(k, arg("key_cache"), cacheStrides("key_cache"), block, head, pos,
-             d0, /*isKey=*/true);
-  storeChunk(v, arg("value_cache"), cacheStrides("value_cache"), block, head,
-             pos, d0, /*isKey=*/false);
+  SmallVector<Value> k = loadChunk(arg(abi::Param::Key),
+                                   sourceStrides(/*isKey=*/true), t, head, d0);
+  SmallVector<Value> v = loadChunk(arg(abi::Param::Value),
+                                   sourceStrides(/*isKey=*/false), t, head, d0);
+  storeChunk(k, arg(abi::Param::KeyCache), cacheStrides(/*isKey=*/true), block,
+             head, pos, d0, /*isKey=*/true);
+  storeChunk(v, arg(abi::Param::ValueCache), cacheStrides(/*isKey=*/false),
+             block, head, pos, d0, /*isKey=*/false);
 }
 
 Value KernelBuilder::emitSlotFromBlockTable(Value t) {
   Type i64Type = b.getI64Type();
-  Value qsl = arg("query_start_loc");
-  Value numReqs = arg("num_reqs");
+  Value qsl = arg(abi::Param::QueryStartLoc);
+  Value numReqs = arg(abi::Param::NumReqs);
   Value total = loadI32AsI64(qsl, numReqs);
   Value isToken = cmp(arith::CmpIPredicate::slt, t, total);
 
@@ -287,12 +293,13 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
     Value req = search.getResult(0);
     // Pre-increment rule: the first new token goes at context_len.
     Value offset = sub(t, loadI32AsI64(qsl, req));
-    Value pos = add(loadI32AsI64(arg("context_lens"), req), offset);
+    Value pos = add(loadI32AsI64(arg(abi::Param::ContextLens), req), offset);
     int64_t blockSize = cache.getBlockSize();
     Value blockIdx = divConst(pos, blockSize);
-    Value inRow = arith::AndIOp::create(
-        b, cmp(arith::CmpIPredicate::sge, pos, i64(0)),
-        cmp(arith::CmpIPredicate::slt, blockIdx, arg("max_blocks_per_req")));
+    Value inRow =
+        arith::AndIOp::create(b, cmp(arith::CmpIPredicate::sge, pos, i64(0)),
+                              cmp(arith::CmpIPredicate::slt, blockIdx,
+                                  arg(abi::Param::MaxBlocksPerReq)));
     auto rowIf = scf::IfOp::create(b, TypeRange{i64Type}, inRow,
                                    /*withElseRegion=*/true);
     scf::YieldOp::create(b, rowIf.getResults());
@@ -301,7 +308,8 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
     scf::YieldOp::create(b, ValueRange{i64(-1)});
     b.setInsertionPointToStart(rowIf.thenBlock());
     Value blockId = loadI32AsI64(
-        arg("block_table"), add(mul(req, arg("block_table_stride")), blockIdx));
+        arg(abi::Param::BlockTable),
+        add(mul(req, arg(abi::Param::BlockTableStride)), blockIdx));
     Value slot = add(mul(blockId, i64(blockSize)), remConst(pos, blockSize));
     Value isBlock = cmp(arith::CmpIPredicate::sge, blockId, i64(0));
     scf::YieldOp::create(
@@ -313,7 +321,7 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
 void KernelBuilder::build() {
   Value zero = index(0);
   Value one = index(1);
-  Value numTokens = toIndex(arg("num_tokens"));
+  Value numTokens = toIndex(arg(abi::Param::NumTokens));
   Value chunks = index(plan.chunksPerToken);
   auto loop = scf::ParallelOp::create(b, ValueRange{zero, zero},
                                       ValueRange{numTokens, chunks},
@@ -325,9 +333,9 @@ void KernelBuilder::build() {
 
   switch (plan.kind) {
   case KernelKind::Append: {
-    Value slot =
-        memref::LoadOp::create(b, arg("slot_mapping"), ValueRange{toIndex(t)},
-                               /*nontemporal=*/false, llvm::MaybeAlign(8));
+    Value slot = memref::LoadOp::create(
+        b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
+        /*nontemporal=*/false, llvm::MaybeAlign(8));
     emitAppendChunk(slot, t, c);
     break;
   }
@@ -335,32 +343,45 @@ void KernelBuilder::build() {
     emitAppendChunk(emitSlotFromBlockTable(t), t, c);
     break;
   case KernelKind::SlotMapping:
-    memref::StoreOp::create(b, emitSlotFromBlockTable(t), arg("slot_mapping"),
+    memref::StoreOp::create(b, emitSlotFromBlockTable(t),
+                            arg(abi::Param::SlotMapping),
                             ValueRange{toIndex(t)});
     break;
+  case KernelKind::Gather:
+    llvm_unreachable("gathers are built by buildGather");
   }
 }
 
-/// Element type of each buffer parameter of a plan.
-static Type bufferElementType(const KernelPlan &plan, StringRef name,
+/// Element type of a buffer parameter of a plan.
+static Type bufferElementType(const KernelPlan &plan, abi::ParamElement element,
                               MLIRContext *ctx) {
-  if (name == "key" || name == "value")
+  switch (element) {
+  case abi::ParamElement::Source:
+  case abi::ParamElement::Output:
     return plan.sourceType;
-  if (name == "key_cache" || name == "value_cache")
+  case abi::ParamElement::Cache:
     return plan.cache.getDtype();
-  if (name == "slot_mapping")
-    return IntegerType::get(ctx, 64);
-  return IntegerType::get(ctx, 32); // block_table, query_start_loc, ...
+  case abi::ParamElement::F32:
+    return Float32Type::get(ctx);
+  case abi::ParamElement::I32:
+    return IntegerType::get(ctx, 32);
+  case abi::ParamElement::I64:
+  case abi::ParamElement::None:
+    break;
+  }
+  return IntegerType::get(ctx, 64);
 }
 
 static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
                                 const KernelPlan &plan) {
   MLIRContext *ctx = builder.getContext();
+  std::vector<abi::Param> params = plan.getParams();
   SmallVector<Type> types;
-  for (auto [i, name] : llvm::enumerate(plan.params)) {
-    if (i < plan.numBuffers)
-      types.push_back(MemRefType::get({ShapedType::kDynamic},
-                                      bufferElementType(plan, name, ctx)));
+  for (abi::Param param : params) {
+    const abi::ParamInfo &info = abi::paramInfo(param);
+    if (info.role == abi::ParamRole::Buffer)
+      types.push_back(MemRefType::get(
+          {ShapedType::kDynamic}, bufferElementType(plan, info.element, ctx)));
     else
       types.push_back(builder.getI64Type());
   }
@@ -377,8 +398,8 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
           builder.getNamedAttr("chunks_per_token",
                                builder.getI64IntegerAttr(plan.chunksPerToken)),
       }));
-  for (auto [i, name] : llvm::enumerate(plan.params))
-    func.setArgAttr(i, "kv.name", builder.getStringAttr(name));
+  for (auto [i, param] : llvm::enumerate(params))
+    func.setArgAttr(i, "kv.name", builder.getStringAttr(abi::paramName(param)));
 
   Block *entry = func.addEntryBlock();
   ImplicitLocOpBuilder b(loc, builder);

@@ -2,63 +2,23 @@
 
 #include "kvgen/Conversion/KernelPlan.h"
 
-#include "llvm/ADT/TypeSwitch.h"
-
 using namespace mlir;
 using namespace kvgen;
 
-StringRef kvgen::stringifyKernelKind(KernelKind kind) {
-  switch (kind) {
-  case KernelKind::Append:
-    return "append";
-  case KernelKind::SlotMapping:
-    return "slot_mapping";
-  case KernelKind::FusedAppend:
-    return "fused_append";
-  }
-  llvm_unreachable("unknown kernel kind");
+abi::Quantization KernelPlan::getQuantization() const {
+  kv::QuantAttr quant = cache.getQuant();
+  if (!quant)
+    return abi::Quantization::None;
+  return quant.getMode() == kv::ScaleMode::Dynamic ? abi::Quantization::Dynamic
+                                                   : abi::Quantization::Static;
 }
 
-StringRef kvgen::stringifyKernelVariant(KernelVariant variant) {
-  return variant == KernelVariant::Vector ? "vector" : "scalar";
-}
-
-static const char *const kCacheStrides[] = {
-    "key_cache_stride_block",   "key_cache_stride_head",
-    "key_cache_stride_pos",     "key_cache_stride_dim",
-    "value_cache_stride_block", "value_cache_stride_head",
-    "value_cache_stride_pos",   "value_cache_stride_dim"};
-static const char *const kSourceStrides[] = {
-    "key_stride_token",   "key_stride_head",   "key_stride_dim",
-    "value_stride_token", "value_stride_head", "value_stride_dim"};
-
-static std::vector<std::string> paramsFor(KernelKind kind, unsigned &buffers) {
-  std::vector<std::string> p;
-  auto add = [&](std::initializer_list<const char *> names) {
-    p.insert(p.end(), names.begin(), names.end());
-  };
-  switch (kind) {
-  case KernelKind::Append:
-    add({"key", "value", "slot_mapping", "key_cache", "value_cache"});
-    buffers = 5;
-    add({"num_tokens", "num_blocks"});
-    break;
-  case KernelKind::SlotMapping:
-    add({"block_table", "query_start_loc", "context_lens", "slot_mapping"});
-    buffers = 4;
-    add({"num_tokens", "num_reqs", "block_table_stride", "max_blocks_per_req"});
-    return p;
-  case KernelKind::FusedAppend:
-    add({"key", "value", "block_table", "query_start_loc", "context_lens",
-         "key_cache", "value_cache"});
-    buffers = 7;
-    add({"num_tokens", "num_blocks", "num_reqs", "block_table_stride",
-         "max_blocks_per_req"});
-    break;
-  }
-  p.insert(p.end(), std::begin(kSourceStrides), std::end(kSourceStrides));
-  p.insert(p.end(), std::begin(kCacheStrides), std::end(kCacheStrides));
-  return p;
+std::vector<abi::Param> KernelPlan::getParams() const {
+  std::vector<abi::Param> params;
+  abi::forEachParam(kind, getQuantization(), [&](const abi::ParamInfo &info) {
+    params.push_back(info.id);
+  });
+  return params;
 }
 
 /// Chooses threads per token and tokens per block. A block of at least 128
@@ -91,7 +51,6 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   } else {
     return plans;
   }
-  base.params = paramsFor(base.kind, base.numBuffers);
 
   if (base.kind == KernelKind::SlotMapping) {
     // One thread per token; 256 tokens per block.

@@ -229,6 +229,15 @@ FailureOr<std::string> kvgen::runPtxas(StringRef ptx, StringRef chip,
 // Bundle
 //===----------------------------------------------------------------------===//
 
+static llvm::json::Object quantToJSON(kv::QuantAttr quant) {
+  return llvm::json::Object{
+      {"kind", kv::stringifyQuantKind(quant.getKind()).str()},
+      {"granularity",
+       kv::stringifyScaleGranularity(quant.getGranularity()).str()},
+      {"mode", kv::stringifyScaleMode(quant.getMode()).str()},
+      {"reciprocal", quant.getReciprocal()}};
+}
+
 static llvm::json::Object cacheToJSON(kv::CacheType cache) {
   llvm::json::Object o;
   o["layout"] = kv::stringifyLayoutKind(cache.getLayout()).str();
@@ -241,15 +250,19 @@ static llvm::json::Object cacheToJSON(kv::CacheType cache) {
   o["dtype"] = kv::getDTypeName(cache.getDtype());
   if (cache.getLayout() == kv::LayoutKind::VllmVectorized)
     o["x"] = cache.getX();
+  if (kv::QuantAttr quant = cache.getQuant())
+    o["quant"] = quantToJSON(quant);
   return o;
 }
 
 static std::string describe(const KernelPlan &plan) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "kv." << stringifyKernelKind(plan.kind) << " @" << plan.name << " : "
+  os << "kv." << abi::kindName(plan.kind) << " @" << plan.name << " : "
      << plan.cache;
-  if (plan.sourceType)
+  if (plan.kind == KernelKind::Gather)
+    os << " to " << plan.sourceType;
+  else if (plan.sourceType)
     os << " from " << plan.sourceType;
   return text;
 }
@@ -261,11 +274,13 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
   for (const KernelPlan &plan : plans) {
     llvm::json::Object k;
     k["name"] = plan.name;
-    k["kind"] = stringifyKernelKind(plan.kind).str();
-    k["variant"] = stringifyKernelVariant(plan.variant).str();
+    k["kind"] = abi::kindName(plan.kind);
+    k["variant"] = abi::variantName(plan.variant);
     k["description"] = describe(plan);
     k["cache"] = cacheToJSON(plan.cache);
-    if (plan.sourceType)
+    if (plan.kind == KernelKind::Gather)
+      k["output_dtype"] = kv::getDTypeName(plan.sourceType);
+    else if (plan.sourceType)
       k["source_dtype"] = kv::getDTypeName(plan.sourceType);
     k["alignment"] = plan.alignment;
     k["vector_elems"] = plan.vectorElems;
@@ -273,15 +288,17 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     k["launch"] = llvm::json::Object{{"threads_x", plan.threadsX},
                                      {"tokens_per_block", plan.tokensPerBlock},
                                      {"chunks_per_token", plan.chunksPerToken}};
+    // The names come from the ABI's table, the same walk kvrt packs from.
     llvm::json::Array params;
-    for (const std::string &p : plan.params)
-      params.push_back(p);
+    abi::forEachParam(
+        plan.kind, plan.getQuantization(),
+        [&](const abi::ParamInfo &info) { params.push_back(info.name); });
     k["params"] = std::move(params);
     kernels.push_back(std::move(k));
   }
   llvm::json::Object root;
   root["format"] = "kvgen-bundle";
-  root["version"] = 1;
+  root["version"] = abi::kBundleVersion;
   root["target"] =
       llvm::json::Object{{"chip", opts.chip}, {"features", opts.features}};
   if (!ptx.empty())

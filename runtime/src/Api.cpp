@@ -12,21 +12,7 @@
 #include "Bundle.h"
 #include "Status.h"
 
-#include <exception>
-
 using namespace kvrt::impl;
-
-template <typename Body> static kvrt_status guarded(Body body) {
-  try {
-    return publish(body());
-  } catch (const std::exception &error) {
-    return publish(KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                              "kvrt internal error: %s", error.what()));
-  } catch (...) {
-    return publish(KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                              "kvrt internal error: unknown exception"));
-  }
-}
 
 extern "C" {
 
@@ -79,6 +65,10 @@ kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
                                         const char *kernel_name,
                                         kvrt_host_kernel fn) {
   return guarded([&] { return setHostKernel(bundle, kernel_name, fn); });
+}
+
+kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled) {
+  return guarded([&] { return setChecked(bundle, enabled); });
 }
 
 kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,

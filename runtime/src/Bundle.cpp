@@ -13,8 +13,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace kvrt::impl {
 
@@ -31,28 +33,67 @@ Status loadBundle(const char *data, size_t size, kvrt_bundle **out) {
   return Status();
 }
 
+/// The whole file; KVRT_ERROR_IO naming the path and the reason for anything
+/// but a readable regular file (a directory opens, but is no bundle).
+static Status readFile(const char *path, std::string *out) {
+  int fd;
+  do
+    fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0)
+    return KVRT_ERROR(KVRT_ERROR_IO, "cannot open bundle %s: %s",
+                      quote(path).c_str(), std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info;
+  if (::fstat(fd, &info) != 0)
+    return KVRT_ERROR(KVRT_ERROR_IO, "cannot read bundle %s: %s",
+                      quote(path).c_str(), std::strerror(errno));
+  if (S_ISDIR(info.st_mode))
+    return KVRT_ERROR(KVRT_ERROR_IO,
+                      "cannot read bundle %s: it is a directory, not a bundle "
+                      "file",
+                      quote(path).c_str());
+  if (S_ISREG(info.st_mode))
+    out->reserve(static_cast<size_t>(info.st_size));
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return KVRT_ERROR(KVRT_ERROR_IO, "cannot read bundle %s: %s",
+                        quote(path).c_str(), std::strerror(errno));
+    if (n == 0)
+      return Status();
+    out->append(buffer, static_cast<size_t>(n));
+  }
+}
+
 Status loadBundleFile(const char *path, kvrt_bundle **out) {
   if (!out)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "out: is NULL");
   *out = nullptr;
   if (!path)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "path: is NULL");
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return KVRT_ERROR(KVRT_ERROR_IO, "cannot open bundle '%s': %s", path,
-                      std::strerror(errno));
-  std::string contents((std::istreambuf_iterator<char>(file)),
-                       std::istreambuf_iterator<char>());
-  if (file.bad())
-    return KVRT_ERROR(KVRT_ERROR_IO, "cannot read bundle '%s': %s", path,
-                      std::strerror(errno));
+  std::string contents;
+  KVRT_RETURN_IF_ERROR(readFile(path, &contents));
   Status status = loadBundle(contents.data(), contents.size(), out);
   if (!status.ok())
-    return Status::error(
-        status.getCode(),
-        formatString("%s: %s", path, status.getMessage().c_str()), __FILE__,
-        __LINE__);
+    return Status::error(status.getCode(),
+                         formatString("%s: %s", quote(path).c_str(),
+                                      status.getMessage().c_str()),
+                         __FILE__, __LINE__);
   return status;
+}
+
+Status setChecked(kvrt_bundle *bundle, int enabled) {
+  if (!bundle)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
+  bundle->checked.store(enabled != 0, std::memory_order_relaxed);
+  return Status();
 }
 
 Status setHostKernel(kvrt_bundle *bundle, const char *kernelName,
@@ -69,7 +110,8 @@ Status setHostKernel(kvrt_bundle *bundle, const char *kernelName,
     }
   }
   return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
-                    "kernel_name: the bundle has no kernel '%s'", kernelName);
+                    "kernel_name: the bundle has no kernel %s",
+                    quote(kernelName).c_str());
 }
 
 //===----------------------------------------------------------------------===//
@@ -103,9 +145,9 @@ static Status findOperation(const Manifest &manifest, KernelKind kind,
                       "(%s); name one",
                       count, kindName(kind), names.c_str());
   }
-  for (const Operation &operation : manifest.operations) {
-    if (operation.name != name)
-      continue;
+  auto found = manifest.operationByName.find(name);
+  if (found != manifest.operationByName.end()) {
+    const Operation &operation = manifest.operations[found->second];
     if (operation.kind != kind)
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                         "kernel: '%s' is a %s kernel, not %s", name,
@@ -120,8 +162,8 @@ static Status findOperation(const Manifest &manifest, KernelKind kind,
                         "kernel: '%s' is the scalar variant of '%s'; name the "
                         "description '%s' and pass KVRT_VARIANT_SCALAR",
                         name, operation.name.c_str(), operation.name.c_str());
-  return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
-                    "kernel: the bundle has no kernel '%s'", name);
+  return KVRT_ERROR(KVRT_ERROR_NOT_FOUND, "kernel: the bundle has no kernel %s",
+                    quote(name).c_str());
 }
 
 static Status checkVariant(kvrt_variant variant) {
@@ -239,6 +281,15 @@ static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
   // Nothing to write; a GPU launch of zero blocks would be an error.
   if (plan.numTokens == 0)
     return Status();
+  if (bundle->checked.load(std::memory_order_relaxed))
+    KVRT_RETURN_IF_ERROR(
+        checkSlots(plan, [&](const TensorView &view, void *out, size_t bytes) {
+          if (plan.device.device_type == kDLCPU) {
+            std::memcpy(out, view.first, bytes);
+            return Status();
+          }
+          return bundle->gpu.copyToHost(plan, view, out, bytes, stream);
+        }));
   return run(*bundle, plan, variant, stream);
 }
 

@@ -4,6 +4,7 @@
 #ifndef KVRT_SRC_BUNDLE_H
 #define KVRT_SRC_BUNDLE_H
 
+#include "Checked.h"
 #include "GpuLauncher.h"
 #include "Manifest.h"
 #include "Status.h"
@@ -16,7 +17,7 @@ struct kvrt_bundle {
   explicit kvrt_bundle(kvrt::impl::Manifest parsed)
       : manifest(std::move(parsed)),
         hostKernels(new std::atomic<kvrt_host_kernel>[manifest.kernels.size()]),
-        gpu(manifest) {
+        gpu(manifest), checked(kvrt::impl::checkedFromEnvironment()) {
     for (size_t i = 0; i < manifest.kernels.size(); ++i)
       hostKernels[i].store(nullptr, std::memory_order_relaxed);
     for (const kvrt::impl::Operation &operation : manifest.operations)
@@ -32,12 +33,16 @@ struct kvrt_bundle {
   std::unique_ptr<std::atomic<kvrt_host_kernel>[]> hostKernels;
   /// Declared after `manifest`, which it refers to.
   kvrt::impl::GpuLauncher gpu;
+  /// Checked mode (Checked.h): KVRT_CHECKED=1 at load, or
+  /// kvrt_bundle_set_checked.
+  std::atomic<bool> checked;
 };
 
 namespace kvrt::impl {
 
 Status loadBundle(const char *data, size_t size, kvrt_bundle **out);
 Status loadBundleFile(const char *path, kvrt_bundle **out);
+Status setChecked(kvrt_bundle *bundle, int enabled);
 Status setHostKernel(kvrt_bundle *bundle, const char *kernelName,
                      kvrt_host_kernel fn);
 Status append(kvrt_bundle *bundle, const kvrt_append_args *args,

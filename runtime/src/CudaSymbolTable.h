@@ -41,6 +41,10 @@ KVRT_CU_REQUIRED(cuLaunchKernel, "cuLaunchKernel", CUfunction, unsigned int,
                  unsigned int, unsigned int, CUstream, void **, void **)
 KVRT_CU_REQUIRED(cuPointerGetAttributes, "cuPointerGetAttributes", unsigned int,
                  CUpointer_attribute *, void **, CUdeviceptr)
+// Checked mode: the slots copied to the host before an append.
+KVRT_CU_REQUIRED(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", void *, CUdeviceptr,
+                 size_t, CUstream)
+KVRT_CU_REQUIRED(cuStreamSynchronize, "cuStreamSynchronize", CUstream)
 // CUDA 12.0+: a context's unique id. Keys the module cache where available, so
 // that a context created at the address of a destroyed one is not mistaken
 // for it.

@@ -307,6 +307,28 @@ Status GpuLauncher::getFunction(const CudaDriver &driver, CUcontext context,
   return Status();
 }
 
+Status GpuLauncher::copyToHost(const LaunchPlan &plan, const TensorView &view,
+                               void *out, size_t bytes, kvrt_stream stream) {
+  const CudaDriver *process = nullptr;
+  KVRT_RETURN_IF_ERROR(CudaDriver::get(&process));
+  const CudaDriver &cu = *process;
+  CUcontext context = nullptr;
+  CUdevice device = 0;
+  bool push = false;
+  KVRT_RETURN_IF_ERROR(acquireContext(cu, plan, &context, &device, &push));
+  KVRT_RETURN_IF_ERROR(checkPointers(cu, plan));
+  if (push)
+    KVRT_CUDA_CHECK(cu, cuCtxPushCurrent(context));
+  ContextScope scope(cu, push);
+  // On the launch's stream: the slots are whatever earlier work left there.
+  CUstream onStream = static_cast<CUstream>(stream);
+  KVRT_CUDA_CHECK(cu,
+                  cuMemcpyDtoHAsync(out, static_cast<CUdeviceptr>(view.begin()),
+                                    bytes, onStream));
+  KVRT_CUDA_CHECK(cu, cuStreamSynchronize(onStream));
+  return Status();
+}
+
 Status GpuLauncher::launch(const LaunchPlan &plan, int kernelIndex,
                            PackedParams &params, kvrt_stream stream) {
   const CudaDriver *process = nullptr;

@@ -33,6 +33,11 @@ public:
   Status launch(const LaunchPlan &plan, int kernelIndex, PackedParams &params,
                 kvrt_stream stream);
 
+  /// Copies `bytes` bytes at `view.first` (device memory of the plan's
+  /// device) to `out` on `stream`, and waits for the copy: checked mode.
+  Status copyToHost(const LaunchPlan &plan, const TensorView &view, void *out,
+                    size_t bytes, kvrt_stream stream);
+
   /// Empties the calling thread's cache of verified allocation ranges.
   static void forgetVerifiedRanges();
 

@@ -2,10 +2,13 @@
 
 #include "Manifest.h"
 
+#include "Limits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
+#include <unordered_map>
 
 using json = nlohmann::json;
 
@@ -236,6 +239,14 @@ static bool endsWith(std::string_view text, std::string_view suffix) {
          text.substr(text.size() - suffix.size()) == suffix;
 }
 
+/// A JSON value for a message: a string quoted, anything else by its type.
+/// Never dump(): it recurses, and a deeply nested value overflows the stack.
+static std::string describeValue(const json &value) {
+  if (value.is_string())
+    return quote(value.get_ref<const std::string &>());
+  return formatString("a JSON %s", value.type_name());
+}
+
 namespace {
 /// Reads fields of one JSON object; every error names the field by its path
 /// in the manifest ("kernels[2].cache.block_size").
@@ -342,29 +353,46 @@ static Status parseCache(const FieldReader &kernel, const json &object,
   }
   if (!known)
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is '%s'; expected contiguous, paged_nhd, "
+                      "bundle: %s is %s; expected contiguous, paged_nhd, "
                       "paged_hnd, vllm_vectorized or dual_stacked",
-                      cache.field("layout").c_str(), layout.c_str());
+                      cache.field("layout").c_str(), quote(layout).c_str());
 
-  if (out->layout == Layout::Contiguous) {
-    KVRT_RETURN_IF_ERROR(cache.getPositive("max_seq_len", &out->blockSize));
-  } else {
-    KVRT_RETURN_IF_ERROR(cache.getPositive("block_size", &out->blockSize));
-    // The kernel divides by it with a shift and a mask.
-    if (!isPowerOfTwo(out->blockSize))
-      return invalid("block_size", "must be a power of two");
-  }
+  // Any block size: a power of two only lets the kernel use a shift.
+  const char *blockKey =
+      out->layout == Layout::Contiguous ? "max_seq_len" : "block_size";
+  KVRT_RETURN_IF_ERROR(cache.getPositive(blockKey, &out->blockSize));
   KVRT_RETURN_IF_ERROR(cache.getPositive("num_kv_heads", &out->numKvHeads));
   KVRT_RETURN_IF_ERROR(cache.getPositive("head_dim", &out->headDim));
+  auto pastLimit = [&](const char *key, int64_t value, int64_t limit) {
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                      "bundle: %s is %lld, past the limit of %lld (%s, "
+                      "docs/CONTRACT.md)",
+                      cache.field(key).c_str(), static_cast<long long>(value),
+                      static_cast<long long>(limit), key);
+  };
+  if (out->blockSize > limits::kMaxBlockSize)
+    return pastLimit(blockKey, out->blockSize, limits::kMaxBlockSize);
+  if (out->headDim > limits::kMaxHeadDim)
+    return pastLimit("head_dim", out->headDim, limits::kMaxHeadDim);
+  if (out->numKvHeads > limits::kMaxKvHeads)
+    return pastLimit("num_kv_heads", out->numKvHeads, limits::kMaxKvHeads);
+  // Cannot overflow: both factors are bounded above.
+  if (out->numKvHeads * out->headDim > limits::kMaxElementsPerToken)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                      "bundle: %s: num_kv_heads * head_dim is %lld, past the "
+                      "limit of %lld elements per token (docs/CONTRACT.md)",
+                      kernel.field("cache").c_str(),
+                      static_cast<long long>(out->numKvHeads * out->headDim),
+                      static_cast<long long>(limits::kMaxElementsPerToken));
 
   std::string dtype;
   KVRT_RETURN_IF_ERROR(cache.getString("dtype", &dtype));
   if (!parseDType(dtype, &out->dtype) || out->dtype == DType::I32 ||
       out->dtype == DType::I64)
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is '%s'; expected f32, f16, bf16, f8e4m3, "
+                      "bundle: %s is %s; expected f32, f16, bf16, f8e4m3, "
                       "f8e5m2 or i8",
-                      cache.field("dtype").c_str(), dtype.c_str());
+                      cache.field("dtype").c_str(), quote(dtype).c_str());
 
   if (out->layout == Layout::VllmVectorized) {
     KVRT_RETURN_IF_ERROR(cache.getPositive("x", &out->x));
@@ -392,9 +420,9 @@ static Status parseParams(const FieldReader &kernel, const json &object,
     const std::string &name = entry.get_ref<const std::string &>();
     if (name != expected[i])
       return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s[%zu] is '%s' but kvrt packs '%.*s' there "
+                        "bundle: %s[%zu] is %s but kvrt packs '%.*s' there "
                         "for kind %s",
-                        path.c_str(), i, name.c_str(),
+                        path.c_str(), i, quote(name).c_str(),
                         static_cast<int>(expected[i].size()),
                         expected[i].data(), kindName(kind));
   }
@@ -411,7 +439,8 @@ static Status parseParams(const FieldReader &kernel, const json &object,
                       "bundle: %s has %zu entries but kvrt packs %zu for kind "
                       "%s (first extra: %s)",
                       path.c_str(), object.size(), expected.size(),
-                      kindName(kind), object[expected.size()].dump().c_str());
+                      kindName(kind),
+                      describeValue(object[expected.size()]).c_str());
   return Status();
 }
 
@@ -426,11 +455,11 @@ static Status parseKernel(const json &object, size_t index,
   KVRT_RETURN_IF_ERROR(kernel.getString("name", &out->name));
   if (!isIdentifier(out->name))
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is '%s'; a kernel name must be a PTX "
+                      "bundle: %s is %s; a kernel name must be a PTX "
                       "identifier",
-                      kernel.field("name").c_str(), out->name.c_str());
+                      kernel.field("name").c_str(), quote(out->name).c_str());
   // From here on name the kernel too: "kernels[2] ('kv_append')".
-  path = formatString("kernels[%zu] ('%s')", index, out->name.c_str());
+  path = formatString("kernels[%zu] (%s)", index, quote(out->name).c_str());
   kernel = FieldReader(object, path);
 
   std::string kind;
@@ -443,9 +472,9 @@ static Status parseKernel(const json &object, size_t index,
     out->kind = KernelKind::FusedAppend;
   else
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is '%s'; expected append, slot_mapping or "
+                      "bundle: %s is %s; expected append, slot_mapping or "
                       "fused_append",
-                      kernel.field("kind").c_str(), kind.c_str());
+                      kernel.field("kind").c_str(), quote(kind).c_str());
   bool appendLike = out->kind != KernelKind::SlotMapping;
 
   std::string variant;
@@ -454,8 +483,9 @@ static Status parseKernel(const json &object, size_t index,
     // The slot_mapping kernel has no vector form and no promise to check.
     if (!variant.empty() && variant != "scalar")
       return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s is '%s'; a slot_mapping kernel is scalar",
-                        kernel.field("variant").c_str(), variant.c_str());
+                        "bundle: %s is %s; a slot_mapping kernel is scalar",
+                        kernel.field("variant").c_str(),
+                        quote(variant).c_str());
     out->variant = Variant::Scalar;
   } else if (variant == "vector") {
     out->variant = Variant::Vector;
@@ -468,8 +498,8 @@ static Status parseKernel(const json &object, size_t index,
                         kernel.field("name").c_str());
   } else {
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is '%s'; expected vector or scalar",
-                      kernel.field("variant").c_str(), variant.c_str());
+                      "bundle: %s is %s; expected vector or scalar",
+                      kernel.field("variant").c_str(), quote(variant).c_str());
   }
 
   if (appendLike) {
@@ -483,8 +513,9 @@ static Status parseKernel(const json &object, size_t index,
         !(out->sourceDtype == DType::F32 || out->sourceDtype == DType::F16 ||
           out->sourceDtype == DType::BF16))
       return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s is '%s'; expected f32, f16 or bf16",
-                        kernel.field("source_dtype").c_str(), source.c_str());
+                        "bundle: %s is %s; expected f32, f16 or bf16",
+                        kernel.field("source_dtype").c_str(),
+                        quote(source).c_str());
     // The contract refuses this cast (range one way, precision the other);
     // a kernel that claims it was not made by a kvgen that keeps it.
     DType cacheType = out->cache.dtype;
@@ -543,8 +574,9 @@ static Status parseKernel(const json &object, size_t index,
   KVRT_RETURN_IF_ERROR(launch.getPositive(
       "chunks_per_token", &geometry.chunksPerToken, appendLike));
   // CUDA's limit on threads per block; a launch past it always fails.
-  if (geometry.threadsX > 1024 || geometry.tokensPerBlock > 1024 ||
-      geometry.threadsX * geometry.tokensPerBlock > 1024)
+  constexpr int64_t kThreads = limits::kMaxThreadsPerBlock;
+  if (geometry.threadsX > kThreads || geometry.tokensPerBlock > kThreads ||
+      geometry.threadsX * geometry.tokensPerBlock > kThreads)
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
                       "bundle: %s: threads_x (%lld) * tokens_per_block (%lld) "
                       "exceeds 1024 threads per block",
@@ -562,31 +594,35 @@ static Status parseKernel(const json &object, size_t index,
 /// description agree on everything but their promise and geometry.
 static Status groupOperations(Manifest *manifest) {
   std::vector<KernelDescription> &kernels = manifest->kernels;
+  // Hash maps keep the load linear in the number of kernels.
+  std::unordered_map<std::string_view, size_t> kernelByName;
+  kernelByName.reserve(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
-    for (size_t j = 0; j < i; ++j)
-      if (kernels[i].name == kernels[j].name)
-        return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                          "bundle: kernels[%zu].name '%s' repeats "
-                          "kernels[%zu].name",
-                          i, kernels[i].name.c_str(), j);
+    auto [it, inserted] = kernelByName.emplace(kernels[i].name, i);
+    if (!inserted)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                        "bundle: kernels[%zu].name '%s' repeats "
+                        "kernels[%zu].name",
+                        i, kernels[i].name.c_str(), it->second);
   }
+  std::unordered_map<std::string, size_t> &operationByName =
+      manifest->operationByName;
+  operationByName.reserve(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
     const KernelDescription &kernel = kernels[i];
     std::string name = kernel.name;
     if (kernel.kind != KernelKind::SlotMapping &&
         kernel.variant == Variant::Scalar)
       name.resize(name.size() - std::string_view("_scalar").size());
-    auto it = std::find_if(
-        manifest->operations.begin(), manifest->operations.end(),
-        [&](const Operation &operation) { return operation.name == name; });
-    if (it == manifest->operations.end()) {
+    auto [it, inserted] =
+        operationByName.emplace(name, manifest->operations.size());
+    if (inserted) {
       Operation operation;
       operation.name = name;
       operation.kind = kernel.kind;
       manifest->operations.push_back(operation);
-      it = manifest->operations.end() - 1;
     }
-    Operation &operation = *it;
+    Operation &operation = manifest->operations[it->second];
     int &slot = kernel.variant == Variant::Vector ? operation.vectorKernel
                                                   : operation.scalarKernel;
     int other = kernel.variant == Variant::Vector ? operation.scalarKernel
@@ -622,8 +658,8 @@ static Status parseTop(const json &root, Manifest *out) {
   KVRT_RETURN_IF_ERROR(top.getString("format", &format));
   if (format != "kvgen-bundle")
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: format is '%s'; expected 'kvgen-bundle'",
-                      format.c_str());
+                      "bundle: format is %s; expected 'kvgen-bundle'",
+                      quote(format).c_str());
   int64_t version = 0;
   KVRT_RETURN_IF_ERROR(top.getInt("version", &version));
   if (version != 1)
@@ -654,9 +690,9 @@ static Status parseTop(const json &root, Manifest *out) {
     KVRT_RETURN_IF_ERROR(target.getString("chip", &out->target.chip));
     if (!parseChip(out->target.chip, &out->target))
       return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: target.chip is '%s'; expected sm_<NN> (e.g. "
+                        "bundle: target.chip is %s; expected sm_<NN> (e.g. "
                         "sm_90, sm_90a)",
-                        out->target.chip.c_str());
+                        quote(out->target.chip).c_str());
     KVRT_RETURN_IF_ERROR(target.getString("features", &out->target.features,
                                           /*required=*/false));
   }
@@ -684,9 +720,6 @@ Status parseManifest(const char *data, size_t size, Manifest *out) {
   } catch (const json::exception &error) {
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: not valid JSON: %s",
                       error.what());
-  } catch (const std::bad_alloc &) {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: out of memory while parsing the manifest");
   }
 }
 

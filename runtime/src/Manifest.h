@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace kvrt::impl {
@@ -110,6 +111,8 @@ struct Manifest {
   std::vector<unsigned char> cubin;
   std::vector<KernelDescription> kernels;
   std::vector<Operation> operations;
+  /// Operation::name -> index into `operations`.
+  std::unordered_map<std::string, size_t> operationByName;
 };
 
 /// Parses and verifies a manifest; KVRT_ERROR_INVALID_BUNDLE naming the field

@@ -2,6 +2,9 @@
 
 #include "Status.h"
 
+#include "Limits.h"
+
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -12,10 +15,48 @@ namespace kvrt::impl {
 // failure, as kvrt.h promises.
 static thread_local std::string lastError;
 
+/// Appends `c` to `out`, escaped if it is not printable ASCII ("\x00").
+static void appendEscaped(std::string &out, unsigned char c) {
+  if (c >= 0x20 && c < 0x7f) {
+    out += static_cast<char>(c);
+    return;
+  }
+  static const char kHex[] = "0123456789abcdef";
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 15];
+}
+
+std::string quote(std::string_view text) {
+  std::string out = "'";
+  size_t limit = limits::kMaxQuotedBytes;
+  for (size_t i = 0; i < text.size() && i < limit; ++i)
+    appendEscaped(out, static_cast<unsigned char>(text[i]));
+  if (text.size() > limit)
+    out += formatString("...' (%zu bytes)", text.size());
+  else
+    out += "'";
+  return out;
+}
+
 Status Status::error(kvrt_status code, std::string message, const char *file,
                      int line) {
+  // Messages quote the caller's input (bundle fields, driver logs): keep
+  // them one printable line of bounded length, whatever the input holds.
+  std::string bounded;
+  bounded.reserve(std::min(message.size(), limits::kMaxMessageBytes) + 8);
+  for (unsigned char c : message) {
+    if (bounded.size() >= limits::kMaxMessageBytes) {
+      bounded += "...";
+      break;
+    }
+    if (c == '\n' || c == '\t')
+      bounded += ' ';
+    else
+      appendEscaped(bounded, c);
+  }
   Status status;
-  status.failure.reset(new Failure{code, std::move(message), file, line});
+  status.failure.reset(new Failure{code, std::move(bounded), file, line});
   return status;
 }
 
@@ -67,6 +108,15 @@ kvrt_status publish(const Status &status) {
   return status.getCode();
 }
 
+kvrt_status publishNoThrow(kvrt_status code, const char *message) noexcept {
+  try {
+    lastError = message;
+  } catch (...) {
+    lastError.clear();
+  }
+  return code;
+}
+
 const char *statusName(kvrt_status code) {
   switch (code) {
   case KVRT_SUCCESS:
@@ -87,6 +137,10 @@ const char *statusName(kvrt_status code) {
     return "KVRT_ERROR_DRIVER";
   case KVRT_ERROR_IO:
     return "KVRT_ERROR_IO";
+  case KVRT_ERROR_INTERNAL:
+    return "KVRT_ERROR_INTERNAL";
+  case KVRT_ERROR_OUT_OF_MEMORY:
+    return "KVRT_ERROR_OUT_OF_MEMORY";
   }
   return "KVRT_ERROR_UNKNOWN";
 }

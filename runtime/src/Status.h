@@ -13,8 +13,11 @@
 
 #include "kvrt/kvrt.h"
 
+#include <exception>
 #include <memory>
+#include <new>
 #include <string>
+#include <string_view>
 
 namespace kvrt::impl {
 
@@ -53,6 +56,11 @@ private:
   std::unique_ptr<Failure> failure;
 };
 
+/// `text` in single quotes for a message: non-printable bytes escaped
+/// ("\x00"), cut to limits::kMaxQuotedBytes. Every string from a bundle or a
+/// caller goes through it, so that a NUL cannot end a name early.
+std::string quote(std::string_view text);
+
 /// Formats like printf; only failure paths call it.
 std::string formatString(const char *format, ...)
     __attribute__((format(printf, 1, 2)));
@@ -66,6 +74,35 @@ const char *lastErrorMessage();
 
 /// The name of a status code ("KVRT_ERROR_INVALID_BUNDLE").
 const char *statusName(kvrt_status code);
+
+/// Publishes `code` with a fixed message, allocating as little as it can:
+/// for the paths where an allocation just failed.
+kvrt_status publishNoThrow(kvrt_status code, const char *message) noexcept;
+
+/// Runs `body` (returning a Status) for a C entry point and publishes its
+/// outcome. No exception crosses into a C caller. The caller's input never
+/// causes one (every rule is a check with a status): what escapes is a host
+/// allocation (KVRT_ERROR_OUT_OF_MEMORY) or a kvrt bug (KVRT_ERROR_INTERNAL).
+template <typename Body> kvrt_status guarded(Body &&body) noexcept {
+  try {
+    return publish(body());
+  } catch (const std::bad_alloc &) {
+    return publishNoThrow(KVRT_ERROR_OUT_OF_MEMORY,
+                          "kvrt ran out of host memory");
+  } catch (const std::exception &error) {
+    try {
+      return publish(
+          Status::error(KVRT_ERROR_INTERNAL,
+                        std::string("kvrt internal error: ") + error.what(),
+                        __FILE__, __LINE__));
+    } catch (...) {
+      return publishNoThrow(KVRT_ERROR_INTERNAL, "kvrt internal error");
+    }
+  } catch (...) {
+    return publishNoThrow(KVRT_ERROR_INTERNAL,
+                          "kvrt internal error: unknown exception");
+  }
+}
 
 } // namespace kvrt::impl
 

@@ -9,6 +9,8 @@
 
 #include "Validation.h"
 
+#include "Limits.h"
+
 namespace kvrt::impl {
 
 // DLPack 1.1 type codes; Debian's dlpack.h (0.6) predates them.
@@ -232,24 +234,35 @@ static Status checkTensor(const DLTensor *tensor, const TensorSpec &spec,
                       "must not overlap itself",
                       name);
   out->extent = 0;
+  uint64_t bytes = 0;
   if (!empty) {
-    int64_t bytes = 0;
-    if (overflow)
+    if (overflow || __builtin_mul_overflow(
+                        static_cast<uint64_t>(last) + 1,
+                        static_cast<uint64_t>(out->elementBytes), &bytes))
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                         "%s: shape and strides overflow 64-bit offsets", name);
-    // Byte ranges are compared as uintptr_t; keep them far from wrapping.
-    if (__builtin_mul_overflow(
-            last + 1, static_cast<int64_t>(out->elementBytes), &bytes) ||
-        bytes > (int64_t(1) << 56))
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "%s: spans more than 2^56 bytes", name);
     out->extent = last + 1;
   }
   out->allocated = static_cast<char *>(tensor->data);
   if (!tensor->data && out->extent > 0)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                       "%s: data is NULL but the tensor has elements", name);
-  out->first = out->allocated + tensor->byte_offset;
+  // data + byte_offset + the bytes the strides reach, in 64-bit unsigned
+  // arithmetic that must neither wrap nor pass 2^57: a kernel given such a
+  // tensor would write through a wild pointer.
+  uint64_t data = reinterpret_cast<uintptr_t>(tensor->data);
+  uint64_t first = 0, end = 0;
+  if (__builtin_add_overflow(data, tensor->byte_offset, &first) ||
+      __builtin_add_overflow(first, bytes, &end) || end > limits::kAddressLimit)
+    return KVRT_ERROR(
+        KVRT_ERROR_INVALID_ARGUMENT,
+        "%s: data (%p) + byte_offset (%llu) + the %llu bytes its shape and "
+        "strides address reach past 2^57; every byte a tensor addresses must "
+        "lie below 2^57, without wrapping 64 bits",
+        name, tensor->data,
+        static_cast<unsigned long long>(tensor->byte_offset),
+        static_cast<unsigned long long>(bytes));
+  out->first = reinterpret_cast<char *>(static_cast<uintptr_t>(first));
   // Element sizes are powers of two: a mask, not a division.
   if (out->begin() & (out->elementBytes - 1))
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
@@ -642,6 +655,9 @@ Status planAppend(const Manifest &manifest, const Operation &operation,
   plan->device = key.tensor->device;
   plan->numTokens = key.shape[0];
   plan->numBuffers = 5;
+  plan->slotMapping = 2;
+  plan->numBlocks = b[3].shape[0];
+  plan->blockSize = kernel.cache.blockSize;
   setPromised(plan, kernel, 0, 1, 3, 4);
   plan->scalars[plan->numScalars++] = plan->numTokens;
   plan->scalars[plan->numScalars++] = b[3].shape[0];
@@ -730,6 +746,11 @@ Status planFusedAppend(const Manifest &manifest, const Operation &operation,
   plan->device = key.tensor->device;
   plan->numTokens = key.shape[0];
   plan->numBuffers = 7;
+  plan->blockTable = 2;
+  plan->queryStartLoc = 3;
+  plan->contextLens = 4;
+  plan->numBlocks = b[5].shape[0];
+  plan->blockSize = kernel.cache.blockSize;
   setPromised(plan, kernel, 0, 1, 5, 6);
   plan->scalars[plan->numScalars++] = plan->numTokens;
   plan->scalars[plan->numScalars++] = b[5].shape[0];

@@ -80,6 +80,14 @@ struct LaunchPlan {
   const Operation *operation = nullptr;
   DLDevice device = {kDLCPU, 0};
   int64_t numTokens = 0;
+  /// What checked mode reads (indices into `buffers`, -1 where the kind has
+  /// no such tensor), and the cache's slots: num_blocks * block_size.
+  int slotMapping = -1;
+  int blockTable = -1;
+  int queryStartLoc = -1;
+  int contextLens = -1;
+  int64_t numBlocks = 0;
+  int64_t blockSize = 0;
   TensorView buffers[kMaxBuffers];
   int numBuffers = 0;
   int64_t scalars[kMaxScalars];

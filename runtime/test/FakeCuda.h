@@ -55,6 +55,12 @@ struct FakeCudaState {
   void *launchContext = nullptr;
   int64_t params[64] = {};
   int pointerQueries = 0;
+  /// cuMemcpyDtoHAsync_v2 copies (the "device" pointer is host memory) and
+  /// cuStreamSynchronize calls, and the stream and context of the last copy.
+  int copies = 0;
+  int synchronizes = 0;
+  void *copyStream = nullptr;
+  void *copyContext = nullptr;
 };
 
 extern "C" FakeCudaState *fake_cuda_state(void);

@@ -340,6 +340,39 @@ TEST_F(GpuPathTest, ZeroTokensTouchNothing) {
   EXPECT_EQ(state->pointerQueries, 0);
 }
 
+//===----------------------------------------------------------------------===//
+// Checked mode: the slots copied from the device on the launch's stream
+//===----------------------------------------------------------------------===//
+
+TEST_F(GpuPathTest, CheckedModeCopiesTheSlotsAndRefusesADuplicate) {
+  ASSERT_EQ(kvrt_bundle_set_checked(bundle.get(), 1), KVRT_SUCCESS);
+  int64_t values[kTokens] = {7, 2, 7, 0, 1};
+  std::memcpy(slots.data(), values, sizeof(values));
+  kvrt_stream stream = reinterpret_cast<kvrt_stream>(0x77);
+  expectNoLaunch(appendOn(stream), KVRT_ERROR_INVALID_ARGUMENT,
+                 {"slot_mapping[2] = 7 is also used by token 0"});
+  EXPECT_EQ(state->copies, 1);
+  EXPECT_EQ(state->synchronizes, 1);
+  EXPECT_EQ(state->copyStream, stream);
+  EXPECT_NE(state->copyContext, nullptr) << "copied inside a context";
+  EXPECT_EQ(state->current, nullptr) << "the pushed context was popped";
+}
+
+TEST_F(GpuPathTest, CheckedModeLaunchesDistinctSlots) {
+  ASSERT_EQ(kvrt_bundle_set_checked(bundle.get(), 1), KVRT_SUCCESS);
+  int64_t values[kTokens] = {7, 2, -1, 0, 1};
+  std::memcpy(slots.data(), values, sizeof(values));
+  ASSERT_EQ(appendOn(nullptr), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(state->copies, 1);
+  EXPECT_EQ(state->launches, 1);
+}
+
+TEST_F(GpuPathTest, UncheckedLaunchCopiesNothing) {
+  ASSERT_EQ(appendOn(nullptr), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(state->copies, 0);
+  EXPECT_EQ(state->synchronizes, 0);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {

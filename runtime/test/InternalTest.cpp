@@ -3,6 +3,9 @@
 #include "CudaDriver.h"
 #include "FakeCuda.h"
 #include "Manifest.h"
+#include "Status.h"
+
+#include <stdexcept>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,6 +14,27 @@ using namespace kvrt::impl;
 using ::testing::HasSubstr;
 
 namespace {
+
+TEST(Guarded, AllocationFailureIsOutOfMemory) {
+  kvrt_status status = guarded([]() -> Status { throw std::bad_alloc(); });
+  EXPECT_EQ(status, KVRT_ERROR_OUT_OF_MEMORY);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("out of host memory"));
+}
+
+TEST(Guarded, OtherExceptionsAreInternal) {
+  kvrt_status status = guarded(
+      []() -> Status { throw std::runtime_error("vector::at out of range"); });
+  EXPECT_EQ(status, KVRT_ERROR_INTERNAL);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("kvrt internal error: vector::at"));
+  EXPECT_EQ(guarded([]() -> Status { throw 7; }), KVRT_ERROR_INTERNAL);
+}
+
+TEST(Quoted, EscapesAndBounds) {
+  EXPECT_EQ(quote(std::string_view("a\0b", 3)), "'a\\x00b'");
+  std::string quotedLong = quote(std::string(1000, 'x'));
+  EXPECT_LT(quotedLong.size(), 130u);
+  EXPECT_THAT(quotedLong, HasSubstr("(1000 bytes)"));
+}
 
 TEST(Base64, Decodes) {
   std::vector<unsigned char> bytes;

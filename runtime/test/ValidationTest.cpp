@@ -489,7 +489,7 @@ TEST_F(LaunchTest, CompactShapeOverflow) {
 TEST_F(LaunchTest, HugeSpan) {
   keyCache.shapeRef()[0] = int64_t(1) << 50;
   expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
-                {"key_cache: spans more than 2^56 bytes"});
+                {"key_cache: data (", "2^57"});
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,16 +1,18 @@
-//===- KernelPlan.h - what kernels a kv op becomes, and their launch -*- C++
-//-*-===//
+//===- KernelPlan.h - what kernels a kv op becomes, and their launch ------===//
 //
 // One place decides, for each kv op, which kernels are generated, their
 // vector width, their launch geometry and their logical parameter list.
 // kv-to-loops builds the loop nest from it, kv-loops-to-gpu maps it, and the
-// bundle's manifest records it: they cannot disagree.
+// bundle's manifest records it: they cannot disagree. The kinds, variants
+// and parameters are the ABI's vocabulary (kvgen/ABI/ABI.h), which kvrt
+// reads too.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KVGEN_CONVERSION_KERNELPLAN_H
 #define KVGEN_CONVERSION_KERNELPLAN_H
 
+#include "kvgen/ABI/ABI.h"
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
 
 #include <string>
@@ -18,18 +20,16 @@
 
 namespace kvgen {
 
-enum class KernelKind { Append, SlotMapping, FusedAppend };
-enum class KernelVariant { Vector, Scalar };
-
-llvm::StringRef stringifyKernelKind(KernelKind kind);
-llvm::StringRef stringifyKernelVariant(KernelVariant variant);
+using KernelKind = abi::KernelKind;
+using KernelVariant = abi::Variant;
 
 struct KernelPlan {
   std::string name;
   KernelKind kind;
   KernelVariant variant;
   kv::CacheType cache;
-  /// Element type of K and V (null for slot_mapping).
+  /// Element type of K and V for appends, of the outputs for gathers (null
+  /// for slot_mapping).
   mlir::Type sourceType;
   /// Elements one thread moves per tensor per chunk.
   int64_t vectorElems = 1;
@@ -37,17 +37,24 @@ struct KernelPlan {
   int64_t vectorBytes = 0;
   /// Alignment, in bytes, the kernel assumes of every base pointer.
   int64_t alignment = 1;
+  /// Iterations of the chunk loop per token: chunks of `vectorElems`, or
+  /// for dynamic scales the groups one scale covers.
   int64_t chunksPerToken = 1;
+  /// Chunks of `vectorElems` one iteration of the chunk loop moves (more
+  /// than one only for dynamic scales, whose amax needs the whole group).
+  int64_t chunksPerGroup = 1;
   int64_t threadsX = 1;
   int64_t tokensPerBlock = 1;
+
+  /// Which optional parameter groups (scales, scale caches) the kernel takes.
+  abi::Quantization getQuantization() const;
   /// Logical parameters, in ABI order (a buffer is one entry).
-  std::vector<std::string> params;
-  /// Number of leading params that are buffers (the rest are i64 scalars).
-  unsigned numBuffers = 0;
+  std::vector<abi::Param> getParams() const;
 };
 
-/// The kernels generated for `op` (a kv.append, kv.slot_mapping or
-/// kv.fused_append): two variants for appends, one for slot mappings.
+/// The kernels generated for `op` (a kv.append, kv.slot_mapping,
+/// kv.fused_append or kv.gather): two variants for appends and gathers, one
+/// for slot mappings.
 std::vector<KernelPlan> planKernels(mlir::Operation *op);
 
 /// Name of the function attribute that carries a plan's launch geometry

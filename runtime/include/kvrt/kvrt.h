@@ -34,6 +34,8 @@ typedef enum kvrt_status {
   KVRT_ERROR_UNSUPPORTED_DEVICE = 6, /* compute capability below the target */
   KVRT_ERROR_DRIVER = 7,             /* a driver call failed (message has it) */
   KVRT_ERROR_IO = 8,                 /* a file could not be read */
+  KVRT_ERROR_INTERNAL = 9,           /* a kvrt bug: please report it */
+  KVRT_ERROR_OUT_OF_MEMORY = 10,     /* a host allocation failed */
 } kvrt_status;
 
 /* The message of the calling thread's last failed call ("" if none). */
@@ -74,6 +76,15 @@ typedef void (*kvrt_host_kernel)(void **params);
 kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
                                         const char *kernel_name,
                                         kvrt_host_kernel fn);
+
+/* Checked mode, for a developer whose cache looks corrupted: before every
+ * append and fused append, kvrt copies slot_mapping (or the block table and
+ * positions) to the host, synchronizing the stream, and refuses
+ * (KVRT_ERROR_INVALID_ARGUMENT, nothing launched) a slot out of range, a slot
+ * used by two tokens, or a block id past num_blocks, naming the first
+ * offending token. Slow and not graph-capturable. Off by default; the
+ * environment variable KVRT_CHECKED=1 turns it on for every bundle loaded. */
+kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled);
 
 /* Which variant a launch may use. AUTO picks the vector variant when every
  * tensor meets its alignment promise, else the scalar one. */

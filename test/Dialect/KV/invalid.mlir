@@ -12,12 +12,12 @@ kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, 
 
 // -----
 
-// expected-error @+1 {{block_size must be a positive power of two, got 24}}
-kv.append @a : !kv.cache<layout = paged_hnd, block_size = 24, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
+// expected-error @+1 {{block_size must be positive, got -24}}
+kv.append @a : !kv.cache<layout = paged_hnd, block_size = -24, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
 
 // -----
 
-// expected-error @+1 {{block_size must be a positive power of two, got 0}}
+// expected-error @+1 {{block_size must be positive, got 0}}
 kv.append @a : !kv.cache<layout = paged_nhd, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
 
 // -----

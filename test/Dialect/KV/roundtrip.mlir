@@ -49,3 +49,18 @@ kv.append @fp8 : !kv.cache<layout = paged_nhd, block_size = 16,
 kv.append @int8_dynamic : !kv.cache<layout = paged_hnd, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = i8,
     quant = #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic>> from f16
+
+// CHECK-LABEL: kv.append @reciprocal
+// CHECK-SAME: quant = <kind = int8, granularity = per_token_head, mode = dynamic, reciprocal = true>> from bf16
+kv.append @reciprocal : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 8, head_dim = 128, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic,
+                      reciprocal = true>> from bf16
+
+// A block size that is not a power of two (hybrid attention/Mamba models).
+// CHECK-LABEL: kv.gather @gather_528
+// CHECK-SAME: layout = paged_nhd, block_size = 528, num_kv_heads = 8, head_dim = 128, dtype = f8E4M3FN, quant = <kind = fp8_e4m3, granularity = per_tensor, mode = static>> to f32
+kv.gather @gather_528 : !kv.cache<layout = paged_nhd, block_size = 528,
+    num_kv_heads = 8, head_dim = 128, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor,
+                      mode = static>> to f32

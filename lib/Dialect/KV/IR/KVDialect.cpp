@@ -89,13 +89,20 @@ Type QuantAttr::getStorageType(MLIRContext *context) const {
     return Float8E5M2Type::get(context);
   case QuantKind::Int8:
     return IntegerType::get(context, 8);
+  case QuantKind::Int4:
+    return IntegerType::get(context, 4);
   }
   llvm_unreachable("unknown quantization kind");
 }
 
 LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 QuantKind kind, ScaleGranularity granularity,
-                                ScaleMode mode) {
+                                ScaleMode mode, bool reciprocal) {
+  // int4 needs a zero point, two values per byte and a min/max dynamic
+  // scale: a different convention, not another storage type.
+  if (kind == QuantKind::Int4)
+    return emitError() << "int4 caches are not supported in this release "
+                          "(docs/CONTRACT.md): use fp8_e4m3, fp8_e5m2 or int8";
   // A scale computed in the kernel must be computable from what one program
   // sees: a per-tensor amax needs a reduction over every token of the launch,
   // and a per-block scale would have to rescale tokens written by earlier
@@ -104,6 +111,11 @@ LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "a dynamic per_tensor scale needs a reduction over "
                           "all tokens of the launch; use a static scale or "
                           "per_token / per_head / per_token_head";
+  if (mode == ScaleMode::Dynamic && granularity == ScaleGranularity::PerHead)
+    return emitError() << "a dynamic per_head scale needs a reduction over "
+                          "all tokens of the launch and would rescale tokens "
+                          "already in the cache; use a static per_head scale "
+                          "or a dynamic per_token_head one";
   if (mode == ScaleMode::Dynamic && granularity == ScaleGranularity::PerBlock)
     return emitError() << "a dynamic per_block scale would rescale tokens "
                           "already in the block; per_block scales must be "
@@ -146,10 +158,10 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "max_seq_len is for the contiguous layout; the "
                          << stringifyLayoutKind(layout)
                          << " layout takes block_size";
-    // A power of two lets the kernel split a slot with a shift and a mask.
-    if (blockSize <= 0 || !llvm::isPowerOf2_64(blockSize))
-      return emitError() << "block_size must be a positive power of two, got "
-                         << blockSize;
+    // Any size: the kernel divides by the compile-time constant (a shift
+    // and a mask for powers of two, a multiply-high otherwise).
+    if (blockSize <= 0)
+      return emitError() << "block_size must be positive, got " << blockSize;
   }
 
   if (!quant) {
@@ -229,6 +241,22 @@ LogicalResult SlotMappingOp::verify() {
   if (failed(verifyKernelName(*this, getSymName())))
     return failure();
   return verifyPaged(*this, getCacheType());
+}
+
+LogicalResult GatherOp::verify() {
+  if (failed(verifyKernelName(*this, getSymName())))
+    return failure();
+  // Reading back is the append's cast the other way round: the same rules.
+  Type output = getOutputType();
+  if (!isPlainFloat(output))
+    return emitOpError() << "output dtype must be f32, f16 or bf16, got "
+                         << output;
+  Type dtype = getCacheType().getDtype();
+  if (getCacheType().getQuant() || output == dtype || output.isF32() ||
+      dtype.isF32())
+    return success();
+  return emitOpError() << "cannot cast " << dtype << " to " << output
+                       << ": the only casts are fp32 <-> 16-bit";
 }
 
 LogicalResult FusedAppendOp::verify() {

@@ -27,7 +27,9 @@ def KV_LayoutKind : I32EnumAttr<"LayoutKind", "KV-cache layout", [
 def KV_QuantKind : I32EnumAttr<"QuantKind", "cache element quantization", [
   I32EnumAttrCase<"FP8E4M3", 0, "fp8_e4m3">,
   I32EnumAttrCase<"FP8E5M2", 1, "fp8_e5m2">,
-  I32EnumAttrCase<"Int8", 2, "int8">
+  I32EnumAttrCase<"Int8", 2, "int8">,
+  // Parsed so that the verifier can say why it is refused (see QuantAttr).
+  I32EnumAttrCase<"Int4", 3, "int4">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::kvgen::kv";
@@ -64,17 +66,23 @@ class KV_Attr<string name, string attrMnemonic, list<Trait> traits = []>
 def KV_QuantAttr : KV_Attr<"Quant", "quant"> {
   let summary = "How a cache stores quantized elements";
   let description = [{
-    The convention: `q = saturate(x / scale)` computed in fp32, then cast to
-    the cache dtype; dequantization is `x = q * scale`. K and V have separate
-    scales of the same granularity.
+    The convention (docs/CONTRACT.md, "Quantization"): `q = saturate(x /
+    scale)` computed in fp32 with IEEE division, then rounded to the cache
+    dtype; dequantization is `x = q * scale`. K and V have separate scales of
+    the same granularity. `reciprocal = true` computes `x * (1 / scale)`
+    instead: faster, and the bytes may differ from the division's by one
+    step of the format.
 
     ```mlir
     #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>
+    #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic,
+              reciprocal = true>
     ```
   }];
   let parameters = (ins EnumParameter<KV_QuantKind>:$kind,
                         EnumParameter<KV_ScaleGranularity>:$granularity,
-                        EnumParameter<KV_ScaleMode>:$mode);
+                        EnumParameter<KV_ScaleMode>:$mode,
+                        DefaultValuedParameter<"bool", "false">:$reciprocal);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

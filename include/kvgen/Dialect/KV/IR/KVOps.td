@@ -76,4 +76,28 @@ def KV_FusedAppendOp : KV_KernelOp<"fused_append"> {
   let extraClassDeclaration = commonDecls;
 }
 
+def KV_GatherOp : KV_KernelOp<"gather"> {
+  let summary = "Read the rows of given slots back out of the cache";
+  let description = [{
+    Generates one kernel that reads K and V of `slot_mapping [n]` out of the
+    cache into `key_out` and `value_out` `[n, num_kv_heads, head_dim]` (any
+    strides) of `output_type`, dequantizing a quantized cache with the same
+    scales an append used (`x = float(q) * scale`, then rounded to the output
+    dtype). `slot < 0` (or a block past the cache) leaves the output row
+    untouched. It is how users and tests inspect a cache.
+
+    ```mlir
+    kv.gather @kv_gather : !kv.cache<layout = paged_nhd, block_size = 16,
+        num_kv_heads = 8, head_dim = 128, dtype = f8E4M3FN,
+        quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor,
+                          mode = static>> to f32
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$output_type);
+  let assemblyFormat = "$sym_name `:` $cache `to` $output_type attr-dict";
+  let extraClassDeclaration = commonDecls;
+}
+
 #endif // KVGEN_DIALECT_KV_IR_KVOPS_TD

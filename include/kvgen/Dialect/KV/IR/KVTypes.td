@@ -15,8 +15,8 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
   let description = [{
     Everything an append kernel needs to know about the cache at compile time.
     Sizes that vary at run time (number of blocks, batch, tokens) are kernel
-    arguments. Paged layouts take `block_size` (a power of two, so slot
-    division is a shift); `contiguous` takes `max_seq_len` instead (a "block"
+    arguments. Paged layouts take `block_size` (any size: the kernel
+    divides by the compile-time constant, a shift for powers of two); `contiguous` takes `max_seq_len` instead (a "block"
     is one request's row). A quantized cache names its `quant`; its `dtype`
     is then the storage type of that quantization.
 
