@@ -27,3 +27,10 @@ llvm_config.add_tool_substitutions(["kvgen", "kvgen-opt"], tool_dirs)
 if config.cuda_ptxas and os.access(config.cuda_ptxas, os.X_OK):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", config.cuda_ptxas))
+
+# Tests that run lowered IR on the host (mlir-runner) print through MLIR's
+# runner utilities.
+config.substitutions.append(
+    ("%mlir_c_runner_utils",
+     os.path.join(config.llvm_tools_dir, "..", "lib",
+                  "libmlir_c_runner_utils.so")))

@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvgen/Conversion/KernelPlan.h"
-#include "kvgen/Conversion/Passes.h"
+#include "KernelBuilder.h"
+#include "Quantize.h"
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/Support/MathExtras.h"
@@ -27,119 +27,7 @@ namespace kvgen {
 
 using namespace mlir;
 using namespace kvgen;
-
-namespace {
-
-/// Strides of one cache, in elements (see docs/KERNEL-ABI.md).
-struct CacheStrides {
-  Value block, head, pos, dim;
-};
-
-/// Strides of one source tensor [num_tokens, num_kv_heads, head_dim].
-struct SourceStrides {
-  Value token, head, dim;
-};
-
-/// Builds the body of one kernel from its plan. Values are i64 unless named
-/// otherwise; memref indices are converted at the access.
-class KernelBuilder {
-public:
-  KernelBuilder(ImplicitLocOpBuilder &b, const KernelPlan &plan,
-                func::FuncOp func)
-      : b(b), plan(plan), cache(plan.cache) {
-    for (auto [param, arg] : llvm::zip(plan.getParams(), func.getArguments()))
-      args[static_cast<size_t>(param)] = arg;
-  }
-
-  /// Emits the whole function body.
-  void build();
-
-private:
-  Value arg(abi::Param param) {
-    Value v = args[static_cast<size_t>(param)];
-    assert(v && "parameter not in the plan");
-    return v;
-  }
-  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
-  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value toIndex(Value v) {
-    return arith::IndexCastOp::create(b, b.getIndexType(), v);
-  }
-  Value toI64(Value v) {
-    return arith::IndexCastOp::create(b, b.getI64Type(), v);
-  }
-  Value add(Value a, Value c) { return arith::AddIOp::create(b, a, c); }
-  Value sub(Value a, Value c) { return arith::SubIOp::create(b, a, c); }
-  Value mul(Value a, Value c) { return arith::MulIOp::create(b, a, c); }
-  Value cmp(arith::CmpIPredicate p, Value a, Value c) {
-    return arith::CmpIOp::create(b, p, a, c);
-  }
-  /// Divides or takes the remainder by a non-negative compile-time constant:
-  /// a shift or a mask for powers of two, which the contract requires of the
-  /// block size.
-  Value divConst(Value v, int64_t d) {
-    if (llvm::isPowerOf2_64(d))
-      return arith::ShRUIOp::create(b, v, i64(llvm::Log2_64(d)));
-    return arith::DivUIOp::create(b, v, i64(d));
-  }
-  Value remConst(Value v, int64_t d) {
-    if (llvm::isPowerOf2_64(d))
-      return arith::AndIOp::create(b, v, i64(d - 1));
-    return arith::RemUIOp::create(b, v, i64(d));
-  }
-  Value loadI32AsI64(Value memref, Value idx) {
-    Value v = memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)});
-    return arith::ExtSIOp::create(b, b.getI64Type(), v);
-  }
-
-  CacheStrides cacheStrides(bool isKey) {
-    using P = abi::Param;
-    if (isKey)
-      return {arg(P::KeyCacheStrideBlock), arg(P::KeyCacheStrideHead),
-              arg(P::KeyCacheStridePos), arg(P::KeyCacheStrideDim)};
-    return {arg(P::ValueCacheStrideBlock), arg(P::ValueCacheStrideHead),
-            arg(P::ValueCacheStridePos), arg(P::ValueCacheStrideDim)};
-  }
-  SourceStrides sourceStrides(bool isKey) {
-    using P = abi::Param;
-    if (isKey)
-      return {arg(P::KeyStrideToken), arg(P::KeyStrideHead),
-              arg(P::KeyStrideDim)};
-    return {arg(P::ValueStrideToken), arg(P::ValueStrideHead),
-            arg(P::ValueStrideDim)};
-  }
-
-  /// The slot of token `t` from the block table and positions (the
-  /// slot_mapping rule of docs/KERNEL-ABI.md); -1 for padding tokens.
-  Value emitSlotFromBlockTable(Value t);
-  /// Writes chunk `c` of token `t`'s K and V at `slot`, if the slot is valid.
-  void emitAppendChunk(Value slot, Value t, Value c);
-
-  /// Offset of element (block, head, pos, d) in a cache; `isKey` selects the
-  /// key or value half of layouts that differ (vllm_vectorized).
-  Value cacheOffset(const CacheStrides &s, Value block, Value head, Value pos,
-                    Value d, bool isKey);
-  /// Whether a chunk's elements are contiguous in this cache.
-  bool cacheChunkContiguous(bool isKey) const {
-    return !(cache.getLayout() == kv::LayoutKind::VllmVectorized && !isKey);
-  }
-
-  /// Loads one chunk of a source tensor and converts it to the cache dtype:
-  /// a vector for the vector variant, a list of scalars for the scalar one.
-  SmallVector<Value> loadChunk(Value memref, const SourceStrides &s, Value t,
-                               Value head, Value d0);
-  void storeChunk(ArrayRef<Value> chunk, Value memref, const CacheStrides &s,
-                  Value block, Value head, Value pos, Value d0, bool isKey);
-  Value convert(Value v);
-
-  ImplicitLocOpBuilder &b;
-  const KernelPlan &plan;
-  kv::CacheType cache;
-  /// The function's arguments, indexed by abi::Param.
-  std::array<Value, std::size(abi::kParams)> args{};
-};
-
-} // namespace
+using namespace kvgen::detail;
 
 Value KernelBuilder::cacheOffset(const CacheStrides &s, Value block, Value head,
                                  Value pos, Value d, bool isKey) {
@@ -154,20 +42,6 @@ Value KernelBuilder::cacheOffset(const CacheStrides &s, Value block, Value head,
   return add(off, mul(d, s.dim));
 }
 
-Value KernelBuilder::convert(Value v) {
-  Type from = getElementTypeOrSelf(v.getType());
-  Type to = cache.getDtype();
-  if (from == to)
-    return v;
-  Type target = to;
-  if (auto vt = dyn_cast<VectorType>(v.getType()))
-    target = VectorType::get(vt.getShape(), to);
-  // f32 -> 16-bit rounds to nearest even; 16-bit -> f32 is exact.
-  if (from.getIntOrFloatBitWidth() > to.getIntOrFloatBitWidth())
-    return arith::TruncFOp::create(b, target, v);
-  return arith::ExtFOp::create(b, target, v);
-}
-
 SmallVector<Value> KernelBuilder::loadChunk(Value memref,
                                             const SourceStrides &s, Value t,
                                             Value head, Value d0) {
@@ -175,22 +49,39 @@ SmallVector<Value> KernelBuilder::loadChunk(Value memref,
   // The vector variant's promise includes a unit dim stride: no multiply.
   Value dimOffset = plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
   Value base = add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
-  Type elt = plan.sourceType;
+  Type elt = cast<MemRefType>(memref.getType()).getElementType();
   if (plan.variant == KernelVariant::Vector) {
     // The runtime guarantees dim stride 1 and `vec`-aligned offsets here.
     auto type = VectorType::get({vec}, elt);
-    Value v = vector::LoadOp::create(
+    return {vector::LoadOp::create(
         b, type, memref, ValueRange{toIndex(base)}, /*nontemporal=*/false,
-        llvm::MaybeAlign(vec * kv::getElementBytes(elt)));
-    return {convert(v)};
+        llvm::MaybeAlign(vec * kv::getElementBytes(elt)))};
   }
   SmallVector<Value> out;
   for (int64_t e = 0; e < vec; ++e) {
     Value idx = e == 0 ? base : add(base, mul(i64(e), s.dim));
-    out.push_back(
-        convert(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)})));
+    out.push_back(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)}));
   }
   return out;
+}
+
+void KernelBuilder::storeRowChunk(ArrayRef<Value> chunk, Value memref,
+                                  const SourceStrides &s, Value t, Value head,
+                                  Value d0) {
+  int64_t vec = plan.vectorElems;
+  Value dimOffset = plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
+  Value base = add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
+  if (plan.variant == KernelVariant::Vector) {
+    vector::StoreOp::create(
+        b, chunk.front(), memref, ValueRange{toIndex(base)},
+        /*nontemporal=*/false,
+        llvm::MaybeAlign(vec * kv::getElementBytes(plan.sourceType)));
+    return;
+  }
+  for (int64_t e = 0; e < vec; ++e) {
+    Value idx = e == 0 ? base : add(base, mul(i64(e), s.dim));
+    memref::StoreOp::create(b, chunk[e], memref, ValueRange{toIndex(idx)});
+  }
 }
 
 void KernelBuilder::storeChunk(ArrayRef<Value> chunk, Value memref,
@@ -219,32 +110,28 @@ void KernelBuilder::storeChunk(ArrayRef<Value> chunk, Value memref,
   }
 }
 
-void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
-  int64_t tokensPerBlock = cache.getTokensPerBlock();
-  Value block = divConst(slot, tokensPerBlock);
-  Value pos = remConst(slot, tokensPerBlock);
-  // slot < 0 is padding; a block past the cache's end writes nothing. The
-  // unsigned compare folds both: a negative slot shifts to a huge block.
-  Value valid = arith::AndIOp::create(
-      b, cmp(arith::CmpIPredicate::sge, slot, i64(0)),
-      cmp(arith::CmpIPredicate::ult, block, arg(abi::Param::NumBlocks)));
-  auto ifOp = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-
-  int64_t chunksPerHead = cache.getHeadDim() / plan.vectorElems;
-  Value c64 = toI64(c);
-  Value head = divConst(c64, chunksPerHead);
-  Value d0 = mul(remConst(c64, chunksPerHead), i64(plan.vectorElems));
-
-  SmallVector<Value> k = loadChunk(arg(abi::Param::Key),
-                                   sourceStrides(/*isKey=*/true), t, head, d0);
-  SmallVector<Value> v = loadChunk(arg(abi::Param::Value),
-                                   sourceStrides(/*isKey=*/false), t, head, d0);
-  storeChunk(k, arg(abi::Param::KeyCache), cacheStrides(/*isKey=*/true), block,
-             head, pos, d0, /*isKey=*/true);
-  storeChunk(v, arg(abi::Param::ValueCache), cacheStrides(/*isKey=*/false),
-             block, head, pos, d0, /*isKey=*/false);
+SmallVector<Value>
+KernelBuilder::loadCacheChunk(Value memref, const CacheStrides &s, Value block,
+                              Value head, Value pos, Value d0, bool isKey) {
+  int64_t vec = plan.vectorElems;
+  Type elt = cache.getDtype();
+  Value base = cacheOffset(s, block, head, pos, d0, isKey);
+  if (plan.variant == KernelVariant::Vector && cacheChunkContiguous(isKey))
+    return {vector::LoadOp::create(
+        b, VectorType::get({vec}, elt), memref, ValueRange{toIndex(base)},
+        /*nontemporal=*/false,
+        llvm::MaybeAlign(vec * kv::getElementBytes(elt)))};
+  bool packedKey = cache.getLayout() == kv::LayoutKind::VllmVectorized && isKey;
+  Value step = packedKey ? i64(1) : s.dim;
+  SmallVector<Value> out;
+  for (int64_t e = 0; e < vec; ++e) {
+    Value idx = e == 0 ? base : add(base, mul(i64(e), step));
+    out.push_back(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)}));
+  }
+  if (plan.variant == KernelVariant::Vector)
+    return {
+        vector::FromElementsOp::create(b, VectorType::get({vec}, elt), out)};
+  return out;
 }
 
 Value KernelBuilder::emitSlotFromBlockTable(Value t) {
@@ -347,8 +234,13 @@ void KernelBuilder::build() {
                             arg(abi::Param::SlotMapping),
                             ValueRange{toIndex(t)});
     break;
-  case KernelKind::Gather:
-    llvm_unreachable("gathers are built by buildGather");
+  case KernelKind::Gather: {
+    Value slot = memref::LoadOp::create(
+        b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
+        /*nontemporal=*/false, llvm::MaybeAlign(8));
+    emitGatherChunk(slot, t, c);
+    break;
+  }
   }
 }
 
@@ -415,19 +307,12 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
     ModuleOp module = getOperation();
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
-      if (isa<kv::AppendOp, kv::SlotMappingOp, kv::FusedAppendOp>(op))
+      if (isa<kv::AppendOp, kv::SlotMappingOp, kv::FusedAppendOp, kv::GatherOp>(
+              op))
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {
       std::vector<KernelPlan> plans = planKernels(op);
-      // Quantization is verified by the dialect but not lowered yet: say so
-      // rather than write an unquantized kernel for a quantized cache.
-      if (plans.front().cache.getQuant()) {
-        op->emitOpError()
-            << "quantized caches are not lowered yet: the quant attribute is "
-               "verified, but kvgen cannot generate its kernel";
-        return signalPassFailure();
-      }
       OpBuilder builder(op);
       for (const KernelPlan &plan : plans)
         buildKernel(builder, op->getLoc(), plan);

@@ -45,6 +45,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     base.kind = KernelKind::FusedAppend;
     base.cache = fused.getCacheType();
     base.sourceType = fused.getSourceType();
+  } else if (auto gather = dyn_cast<kv::GatherOp>(op)) {
+    base.kind = KernelKind::Gather;
+    base.cache = gather.getCacheType();
+    base.sourceType = gather.getOutputType();
   } else if (auto slots = dyn_cast<kv::SlotMappingOp>(op)) {
     base.kind = KernelKind::SlotMapping;
     base.cache = slots.getCacheType();
@@ -75,6 +79,16 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     vec /= 2;
   base.vectorElems = vec;
   base.chunksPerToken = base.cache.getNumKvHeads() * headDim / vec;
+  // A dynamic scale needs the amax of its whole group before the first
+  // store: one iteration of the chunk loop takes the group (a token's head,
+  // or the token) and loops over its chunks.
+  kv::QuantAttr quant = base.cache.getQuant();
+  if (quant && quant.getMode() == kv::ScaleMode::Dynamic &&
+      base.kind != KernelKind::Gather) {
+    bool perToken = quant.getGranularity() == kv::ScaleGranularity::PerToken;
+    base.chunksPerGroup = perToken ? base.chunksPerToken : headDim / vec;
+    base.chunksPerToken /= base.chunksPerGroup;
+  }
   chooseLaunch(base);
 
   KernelPlan vector = base;

@@ -100,6 +100,9 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   pm.addPass(createCSEPass());
   OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
   gpu.addPass(createStripDebugInfoPass());
+  KVExpandFP8CastsOptions fp8;
+  fp8.nvvm = true;
+  gpu.addPass(createKVExpandFP8Casts(fp8));
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64;
   gpu.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
@@ -112,6 +115,9 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
 
 void kvgen::buildHostPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
+  // No CPU has fp8 arithmetic: the same bytes as the GPU's cvt, in integer
+  // ops.
+  pm.addPass(createKVExpandFP8Casts());
   // x86 has no bf16 arithmetic: expand bf16 casts into integer ops (round to
   // nearest even), the same rounding as the GPU's cvt.rn.bf16.f32.
   arith::ArithExpandOpsPassOptions expand;

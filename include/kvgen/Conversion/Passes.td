@@ -51,4 +51,23 @@ def KVMarkKernelNoAlias : Pass<"kv-mark-kernel-noalias", "::mlir::gpu::GPUModule
   }];
 }
 
+def KVExpandFP8Casts : Pass<"kv-expand-fp8-casts"> {
+  let summary = "Expand f32 <-> fp8 casts into what the target runs";
+  let description = [{
+    `arith.truncf` f32 -> f8E4M3FN / f8E5M2 becomes
+    `cvt.rn.satfinite.{e4m3,e5m2}x2.f32` (`nvvm.convert.f32x2.to.f8x2`) with
+    `nvvm=true`, or integer ops with the same bytes (round to nearest even,
+    subnormals, saturation, NaN -> 0x7F) for the host. `arith.extf` fp8 ->
+    f32 becomes integer ops on both targets.
+  }];
+  let options = [
+    Option<"nvvm", "nvvm", "bool", /*default=*/"false",
+           "Round with the GPU's cvt instruction instead of integer ops">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::vector::VectorDialect",
+    "::mlir::NVVM::NVVMDialect"
+  ];
+}
+
 #endif // KVGEN_CONVERSION_PASSES_TD

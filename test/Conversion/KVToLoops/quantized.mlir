@@ -1,12 +1,84 @@
-// RUN: kvgen-opt %s -kv-to-loops -verify-diagnostics
-// RUN: not kvgen %s --emit=ptx -o %t.ptx 2>&1 | FileCheck %s
-// RUN: not test -e %t.ptx
+// RUN: kvgen-opt %s -kv-to-loops -canonicalize -cse | FileCheck %s
 
-// Quantization is described and verified, not lowered: kvgen says so and
-// writes nothing.
-// CHECK: error: 'kv.append' op quantized caches are not lowered yet
+// Quantized appends: the source is extended to f32 before anything else,
+// divided by the scale (IEEE division, or times its reciprocal), clamped
+// with NaN-propagating min/max, then rounded to the storage type.
 
-// expected-error @+1 {{quantized caches are not lowered yet}}
-kv.append @fp8 : !kv.cache<layout = paged_nhd, block_size = 16,
+// CHECK-LABEL: func.func @fp8_tensor(
+// CHECK-SAME: memref<?xf8E4M3FN> {kv.name = "key_cache"}, %{{.*}}: memref<?xf8E4M3FN> {kv.name = "value_cache"}, %[[KS:.*]]: memref<?xf32> {kv.name = "key_scale"}, %{{.*}}: memref<?xf32> {kv.name = "value_scale"}
+// CHECK: scf.if
+// CHECK: %[[S:.*]] = memref.load %[[KS]][%c0]
+// CHECK: %[[K:.*]] = vector.load {{.*}} vector<8xbf16>
+// CHECK: %[[KF:.*]] = arith.extf %[[K]] : vector<8xbf16> to vector<8xf32>
+// CHECK: %[[SB:.*]] = vector.broadcast %[[S]]
+// CHECK: %[[Q:.*]] = arith.divf %[[KF]], %[[SB]] : vector<8xf32>
+// CHECK: arith.maximumf %[[Q]], %{{.*}} : vector<8xf32>
+// CHECK: arith.minimumf
+// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf8E4M3FN>
+kv.append @fp8_tensor : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>> from bf16
+
+// Per block: the scale of the slot's block and the chunk's head.
+// CHECK-LABEL: func.func @e5m2_block(
+// CHECK: %[[BLK:.*]] = arith.shrui %{{.*}}, %c5_i64
+// CHECK: scf.if
+// CHECK: %[[HEAD:.*]] = arith.shrui
+// CHECK: %[[ROW:.*]] = arith.muli %[[BLK]], %c4_i64
+// CHECK: %[[IDX:.*]] = arith.addi %[[ROW]], %[[HEAD]]
+// CHECK: %[[IX:.*]] = arith.index_cast %[[IDX]]
+// CHECK: memref.load %{{.*}}[%[[IX]]] : memref<?xf32>
+// CHECK: arith.truncf {{.*}} to vector<{{[0-9]+}}xf8E5M2>
+kv.append @e5m2_block : !kv.cache<layout = paged_hnd, block_size = 32,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_block, mode = static>> from f32
+
+// int8: NaN -> 0, round to nearest even, [-127, 127]; reciprocal multiplies.
+// CHECK-LABEL: func.func @int8_head_recip(
+// CHECK-DAG: %[[LO:.*]] = arith.constant dense<-1.270000e+02> : vector<8xf32>
+// CHECK-DAG: %[[MAGIC:.*]] = arith.constant dense<0x4B400000> : vector<8xf32>
+// CHECK: %[[R:.*]] = arith.divf %cst{{.*}}, %{{.*}} : f32
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : vector<8xf32>
+// CHECK: arith.maximumf %{{.*}}, %[[LO]]
+// CHECK: arith.minimumf
+// CHECK: arith.cmpf uno
+// CHECK: arith.select
+// CHECK: arith.addf %{{.*}}, %[[MAGIC]]
+// CHECK: arith.subf
+// CHECK: arith.fptosi {{.*}} : vector<8xf32> to vector<8xi8>
+kv.append @int8_head_recip : !kv.cache<layout = contiguous, max_seq_len = 100,
+    num_kv_heads = 8, head_dim = 128, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_head, mode = static,
+                      reciprocal = true>> from f16
+
+// Dynamic per token head: one iteration per (token, head); a first loop
+// finds amax over the finite values, the scale amax / 127 (1 if amax is 0)
+// goes to the scale cache at slot * H + head, a second loop stores.
+// CHECK-LABEL: func.func @int8_dyn(
+// CHECK-SAME: %[[KSC:[a-z0-9]+]]: memref<?xf32> {kv.name = "key_scale_cache"}
+// CHECK-SAME: kv.launch = {chunks_per_token = 8 : i64
+// CHECK-DAG: %[[INF:.*]] = arith.constant dense<0x7F800000> : vector<8xf32>
+// CHECK: scf.parallel ({{.*}}) = ({{.*}}) to ({{.*}}, %c8)
+// CHECK: scf.if
+// CHECK: %[[AMAX:.*]]:2 = scf.for {{.*}} iter_args
+// CHECK: arith.cmpf olt, %{{.*}}, %[[INF]]
+// CHECK: vector.reduction <maxnumf>
+// CHECK: arith.maxnumf
+// CHECK: scf.yield
+// CHECK: %[[KSCALE:.*]] = arith.divf %[[AMAX]]#0, %cst
+// CHECK: %[[POS:.*]] = arith.cmpf ogt, %[[AMAX]]#0
+// CHECK: %[[SEL:.*]] = arith.select %[[POS]], %[[KSCALE]]
+// CHECK: memref.store %[[SEL]], %[[KSC]]
+// CHECK: scf.for
+// CHECK: arith.divf
+// CHECK: arith.fptosi
+kv.append @int8_dyn : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 8, head_dim = 128, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic>> from bf16
+
+// Dynamic per token: one iteration per token.
+// CHECK-LABEL: func.func @fp8_dyn_token(
+// CHECK-SAME: kv.launch = {chunks_per_token = 1 : i64, threads_x = 1 : i64, tokens_per_block = 128 : i64}
+kv.fused_append @fp8_dyn_token : !kv.cache<layout = vllm_vectorized,
+    block_size = 16, num_kv_heads = 2, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = dynamic>> from bf16

@@ -1,0 +1,229 @@
+//===- KVExpandFP8Casts.cpp - fp8 casts the targets can run ---------------===//
+//
+// kv-to-loops writes the fp8 rounding of a quantized append as arith.truncf
+// f32 -> f8 (its input already clamped to the format's range or NaN) and the
+// gather's decoding as arith.extf f8 -> f32. Neither lowers to LLVM as it is.
+// This pass expands them:
+//
+//  - truncf: on the GPU (`nvvm=true`) into cvt.rn.satfinite.{e4m3,e5m2}x2.f32
+//    (nvvm.convert.f32x2.to.f8x2), two elements per instruction; on the host
+//    into integer ops that give the same bytes: round to nearest even,
+//    subnormals included, values past the largest finite saturate, the sign
+//    of a zero is kept, and a NaN becomes 0x7F;
+//  - extf: on both targets into integer ops (exact: every fp8 value is an
+//    f32 value), an fp8 NaN reading back as NaN.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvgen/Conversion/Passes.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace kvgen {
+#define GEN_PASS_DEF_KVEXPANDFP8CASTS
+#include "kvgen/Conversion/Passes.h.inc"
+} // namespace kvgen
+
+using namespace mlir;
+using namespace kvgen;
+
+namespace {
+
+/// The parameters of one fp8 format.
+struct FP8Format {
+  int bias;
+  int mantissa;
+  uint32_t maxCode; // the largest finite magnitude's code
+  bool fn;          // e4m3fn: no infinities, 0x7F is the only NaN magnitude
+};
+
+std::optional<FP8Format> getFormat(Type type) {
+  if (isa<Float8E4M3FNType>(type))
+    return FP8Format{7, 3, 0x7E, true};
+  if (isa<Float8E5M2Type>(type))
+    return FP8Format{15, 2, 0x7B, false};
+  return std::nullopt;
+}
+
+Type withElement(Type type, Type element) {
+  if (auto vt = dyn_cast<VectorType>(type))
+    return VectorType::get(vt.getShape(), element);
+  return element;
+}
+
+/// Builds integer and float constants of one shape (scalar or vector).
+struct Builder {
+  ImplicitLocOpBuilder &b;
+  Type shape;
+  Value c(Type elt, TypedAttr attr) {
+    Type type = withElement(shape, elt);
+    if (auto vt = dyn_cast<VectorType>(type))
+      attr = DenseElementsAttr::get(vt, attr);
+    return arith::ConstantOp::create(b, type, attr);
+  }
+  Value u32(uint32_t v) {
+    return c(b.getI32Type(), b.getI32IntegerAttr(static_cast<int32_t>(v)));
+  }
+  Value f32(float v) { return c(b.getF32Type(), b.getF32FloatAttr(v)); }
+  Type i32() { return withElement(shape, b.getI32Type()); }
+  Type f32Type() { return withElement(shape, b.getF32Type()); }
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, p, x, y);
+  }
+  Value sel(Value cond, Value x, Value y) {
+    return arith::SelectOp::create(b, cond, x, y);
+  }
+};
+
+/// f32 -> fp8 code in integer ops (the float_to_half "fast3" construction,
+/// for a 3- or 2-bit mantissa).
+Value softwareTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8,
+                       const FP8Format &f) {
+  Builder c{b, x.getType()};
+  int shift = 23 - f.mantissa;
+  Value bits = arith::BitcastOp::create(b, c.i32(), x);
+  Value sign = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, bits, c.u32(24)), c.u32(0x80));
+  Value abs = arith::AndIOp::create(b, bits, c.u32(0x7FFFFFFF));
+
+  // Below the smallest normal: adding a power of two whose ulp is the
+  // smallest fp8 subnormal makes the FPU round to nearest even for us.
+  uint32_t magicBits = uint32_t((127 - f.bias) + shift + 1) << 23;
+  Value magic = arith::BitcastOp::create(b, c.f32Type(), c.u32(magicBits));
+  Value sum = arith::AddFOp::create(
+      b, arith::BitcastOp::create(b, c.f32Type(), abs), magic);
+  Value subnormal = arith::SubIOp::create(
+      b, arith::BitcastOp::create(b, c.i32(), sum), c.u32(magicBits));
+
+  // Normal: rebias the exponent and round the dropped mantissa bits to
+  // nearest even; a carry moves into the exponent by itself.
+  Value odd = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, abs, c.u32(shift)), c.u32(1));
+  uint32_t rebias = uint32_t(f.bias - 127) << 23;
+  Value rounded = arith::AddIOp::create(
+      b, arith::AddIOp::create(b, abs, c.u32(rebias + (1u << (shift - 1)) - 1)),
+      odd);
+  Value normal = arith::ShRUIOp::create(b, rounded, c.u32(shift));
+
+  uint32_t minNormal = uint32_t(127 + 1 - f.bias) << 23;
+  Value code = c.sel(c.cmp(arith::CmpIPredicate::ult, abs, c.u32(minNormal)),
+                     subnormal, normal);
+  code = arith::MinUIOp::create(b, code, c.u32(f.maxCode));
+  code = arith::OrIOp::create(b, code, sign);
+  Value isNaN = c.cmp(arith::CmpIPredicate::ugt, abs, c.u32(0x7F800000));
+  code = c.sel(isNaN, c.u32(0x7F), code);
+  Value byte =
+      arith::TruncIOp::create(b, withElement(x.getType(), b.getI8Type()), code);
+  return arith::BitcastOp::create(b, withElement(x.getType(), fp8), byte);
+}
+
+/// f32 -> fp8 with cvt.rn.satfinite, two elements per instruction.
+Value nvvmTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8) {
+  auto vt = dyn_cast<VectorType>(x.getType());
+  SmallVector<Value> elems;
+  if (vt)
+    for (int64_t i = 0; i < vt.getNumElements(); ++i)
+      elems.push_back(vector::ExtractOp::create(b, x, i));
+  else
+    elems.push_back(x);
+  if (elems.size() % 2)
+    elems.push_back(arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f)));
+  auto pairType = VectorType::get({2}, b.getI8Type());
+  SmallVector<Value> bytes;
+  for (size_t i = 0; i < elems.size(); i += 2) {
+    // The i16 result holds `a` in its upper byte: as <2 x i8>, element 0
+    // is `b`.
+    Value pair = NVVM::ConvertF32x2ToF8x2Op::create(
+        b, pairType, elems[i + 1], elems[i], NVVM::FPRoundingMode::RN,
+        NVVM::SaturationMode::SATFINITE, /*relu=*/false, fp8);
+    bytes.push_back(vector::ExtractOp::create(b, pair, 0));
+    bytes.push_back(vector::ExtractOp::create(b, pair, 1));
+  }
+  if (!vt)
+    return arith::BitcastOp::create(b, fp8, bytes.front());
+  bytes.resize(vt.getNumElements());
+  Value packed = vector::FromElementsOp::create(
+      b, VectorType::get(vt.getShape(), b.getI8Type()), bytes);
+  return arith::BitcastOp::create(b, VectorType::get(vt.getShape(), fp8),
+                                  packed);
+}
+
+/// fp8 -> f32, exactly.
+Value softwareExtend(ImplicitLocOpBuilder &b, Value q, const FP8Format &f) {
+  Type shape = q.getType();
+  Builder c{b, shape};
+  Value byte =
+      arith::BitcastOp::create(b, withElement(shape, b.getI8Type()), q);
+  Value code = arith::ExtUIOp::create(b, c.i32(), byte);
+  Value sign = arith::ShLIOp::create(
+      b, arith::AndIOp::create(b, code, c.u32(0x80)), c.u32(24));
+  Value mag = arith::AndIOp::create(b, code, c.u32(0x7F));
+  Value e = arith::ShRUIOp::create(b, mag, c.u32(f.mantissa));
+  Value m = arith::AndIOp::create(b, mag, c.u32((1u << f.mantissa) - 1));
+  Value normal = arith::OrIOp::create(
+      b,
+      arith::ShLIOp::create(
+          b, arith::AddIOp::create(b, e, c.u32(uint32_t(127 - f.bias))),
+          c.u32(23)),
+      arith::ShLIOp::create(b, m, c.u32(23 - f.mantissa)));
+  // A subnormal is m * 2^(1 - bias - mantissa): exact in f32.
+  Value sub =
+      arith::MulFOp::create(b, arith::UIToFPOp::create(b, c.f32Type(), m),
+                            c.f32(std::ldexp(1.0f, 1 - f.bias - f.mantissa)));
+  Value bits = c.sel(c.cmp(arith::CmpIPredicate::eq, e, c.u32(0)),
+                     arith::BitcastOp::create(b, c.i32(), sub), normal);
+  if (f.fn) {
+    bits = c.sel(c.cmp(arith::CmpIPredicate::eq, mag, c.u32(0x7F)),
+                 c.u32(0x7FC00000), bits);
+  } else {
+    Value special = c.sel(c.cmp(arith::CmpIPredicate::eq, m, c.u32(0)),
+                          c.u32(0x7F800000), c.u32(0x7FC00000));
+    bits = c.sel(c.cmp(arith::CmpIPredicate::eq, e, c.u32(31)), special, bits);
+  }
+  return arith::BitcastOp::create(b, c.f32Type(),
+                                  arith::OrIOp::create(b, bits, sign));
+}
+
+struct KVExpandFP8CastsPass
+    : public kvgen::impl::KVExpandFP8CastsBase<KVExpandFP8CastsPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    SmallVector<Operation *> casts;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<arith::TruncFOp, arith::ExtFOp>(op))
+        casts.push_back(op);
+    });
+    for (Operation *op : casts) {
+      Value in = op->getOperand(0);
+      Type inElt = getElementTypeOrSelf(in.getType());
+      Type outElt = getElementTypeOrSelf(op->getResult(0).getType());
+      ImplicitLocOpBuilder b(op->getLoc(), op);
+      Value result;
+      if (isa<arith::TruncFOp>(op)) {
+        std::optional<FP8Format> f = getFormat(outElt);
+        if (!f)
+          continue;
+        if (!inElt.isF32()) {
+          op->emitOpError("kvgen rounds only f32 to fp8");
+          return signalPassFailure();
+        }
+        result = nvvm ? nvvmTruncate(b, in, outElt)
+                      : softwareTruncate(b, in, outElt, *f);
+      } else {
+        std::optional<FP8Format> f = getFormat(inElt);
+        if (!f)
+          continue;
+        if (!outElt.isF32()) {
+          op->emitOpError("kvgen extends fp8 only to f32");
+          return signalPassFailure();
+        }
+        result = softwareExtend(b, in, *f);
+      }
+      op->getResult(0).replaceAllUsesWith(result);
+      op->erase();
+    }
+  }
+};
+
+} // namespace

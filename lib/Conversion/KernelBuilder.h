@@ -1,0 +1,175 @@
+//===- KernelBuilder.h - builds one kernel's loop nest from its plan -*- C++
+//-*-===//
+//
+// The builder kv-to-loops runs for each KernelPlan. Its index math and the
+// unquantized bodies are in KVToLoops.cpp; the quantized append and the
+// gather bodies in KernelBuilderQuant.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVGEN_LIB_CONVERSION_KERNELBUILDER_H
+#define KVGEN_LIB_CONVERSION_KERNELBUILDER_H
+
+#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Conversion/Passes.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <array>
+
+namespace kvgen::detail {
+
+using namespace mlir;
+
+/// Strides of one cache, in elements (see docs/KERNEL-ABI.md).
+struct CacheStrides {
+  Value block, head, pos, dim;
+};
+
+/// Strides of one source tensor [num_tokens, num_kv_heads, head_dim].
+struct SourceStrides {
+  Value token, head, dim;
+};
+
+/// Builds the body of one kernel from its plan. Values are i64 unless named
+/// otherwise; memref indices are converted at the access.
+class KernelBuilder {
+public:
+  KernelBuilder(ImplicitLocOpBuilder &b, const KernelPlan &plan,
+                func::FuncOp func)
+      : b(b), plan(plan), cache(plan.cache) {
+    for (auto [param, arg] : llvm::zip(plan.getParams(), func.getArguments()))
+      args[static_cast<size_t>(param)] = arg;
+  }
+
+  /// Emits the whole function body.
+  void build();
+
+private:
+  Value arg(abi::Param param) {
+    Value v = args[static_cast<size_t>(param)];
+    assert(v && "parameter not in the plan");
+    return v;
+  }
+  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value toIndex(Value v) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  Value toI64(Value v) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), v);
+  }
+  Value add(Value a, Value c) { return arith::AddIOp::create(b, a, c); }
+  Value sub(Value a, Value c) { return arith::SubIOp::create(b, a, c); }
+  Value mul(Value a, Value c) { return arith::MulIOp::create(b, a, c); }
+  Value cmp(arith::CmpIPredicate p, Value a, Value c) {
+    return arith::CmpIOp::create(b, p, a, c);
+  }
+  /// Divides or takes the remainder by a non-negative compile-time constant:
+  /// a shift or a mask for powers of two, which the contract requires of the
+  /// block size.
+  Value divConst(Value v, int64_t d) {
+    if (llvm::isPowerOf2_64(d))
+      return arith::ShRUIOp::create(b, v, i64(llvm::Log2_64(d)));
+    return arith::DivUIOp::create(b, v, i64(d));
+  }
+  Value remConst(Value v, int64_t d) {
+    if (llvm::isPowerOf2_64(d))
+      return arith::AndIOp::create(b, v, i64(d - 1));
+    return arith::RemUIOp::create(b, v, i64(d));
+  }
+  Value loadI32AsI64(Value memref, Value idx) {
+    Value v = memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)});
+    return arith::ExtSIOp::create(b, b.getI64Type(), v);
+  }
+
+  CacheStrides cacheStrides(bool isKey) {
+    using P = abi::Param;
+    if (isKey)
+      return {arg(P::KeyCacheStrideBlock), arg(P::KeyCacheStrideHead),
+              arg(P::KeyCacheStridePos), arg(P::KeyCacheStrideDim)};
+    return {arg(P::ValueCacheStrideBlock), arg(P::ValueCacheStrideHead),
+            arg(P::ValueCacheStridePos), arg(P::ValueCacheStrideDim)};
+  }
+  SourceStrides sourceStrides(bool isKey) {
+    using P = abi::Param;
+    if (plan.kind == KernelKind::Gather)
+      return isKey ? SourceStrides{arg(P::KeyOutStrideToken),
+                                   arg(P::KeyOutStrideHead),
+                                   arg(P::KeyOutStrideDim)}
+                   : SourceStrides{arg(P::ValueOutStrideToken),
+                                   arg(P::ValueOutStrideHead),
+                                   arg(P::ValueOutStrideDim)};
+    if (isKey)
+      return {arg(P::KeyStrideToken), arg(P::KeyStrideHead),
+              arg(P::KeyStrideDim)};
+    return {arg(P::ValueStrideToken), arg(P::ValueStrideHead),
+            arg(P::ValueStrideDim)};
+  }
+
+  /// The slot of token `t` from the block table and positions (the
+  /// slot_mapping rule of docs/KERNEL-ABI.md); -1 for padding tokens.
+  Value emitSlotFromBlockTable(Value t);
+  /// Opens `if (slot is valid)` and sets `block` and `pos`; the caller
+  /// builds inside it.
+  void emitIfValidSlot(Value slot, Value &block, Value &pos);
+  /// Writes iteration `c` of token `t`'s K and V at `slot`, if the slot is
+  /// valid: one chunk, or for dynamic scales one group of chunks.
+  void emitAppendChunk(Value slot, Value t, Value c);
+  /// Reads chunk `c` of the row at `slot` into row `t` of the outputs.
+  void emitGatherChunk(Value slot, Value t, Value c);
+  /// Moves the chunk at (head, d0) of K and V, quantizing with `scales`
+  /// (f32, or the reciprocals) when the cache is quantized.
+  void emitAppendOne(Value t, Value block, Value pos, Value head, Value d0,
+                     ArrayRef<Value> scales);
+  /// The head and first element of chunk `c` (i64) of a token.
+  std::pair<Value, Value> chunkPosition(Value c) {
+    int64_t chunksPerHead = cache.getHeadDim() / plan.vectorElems;
+    return {divConst(c, chunksPerHead),
+            mul(remConst(c, chunksPerHead), i64(plan.vectorElems))};
+  }
+
+  /// Offset of element (block, head, pos, d) in a cache; `isKey` selects the
+  /// key or value half of layouts that differ (vllm_vectorized).
+  Value cacheOffset(const CacheStrides &s, Value block, Value head, Value pos,
+                    Value d, bool isKey);
+  /// Whether a chunk's elements are contiguous in this cache.
+  bool cacheChunkContiguous(bool isKey) const {
+    return !(cache.getLayout() == kv::LayoutKind::VllmVectorized && !isKey);
+  }
+
+  /// Loads one chunk of a source tensor as it is: a vector for the vector
+  /// variant, a list of scalars for the scalar one.
+  SmallVector<Value> loadChunk(Value memref, const SourceStrides &s, Value t,
+                               Value head, Value d0);
+  /// Stores a chunk into a gather output, the inverse of loadChunk.
+  void storeRowChunk(ArrayRef<Value> chunk, Value memref,
+                     const SourceStrides &s, Value t, Value head, Value d0);
+  void storeChunk(ArrayRef<Value> chunk, Value memref, const CacheStrides &s,
+                  Value block, Value head, Value pos, Value d0, bool isKey);
+  /// Loads one chunk of a cache (the inverse of storeChunk).
+  SmallVector<Value> loadCacheChunk(Value memref, const CacheStrides &s,
+                                    Value block, Value head, Value pos,
+                                    Value d0, bool isKey);
+  /// Applies `fn` to each value of a chunk.
+  SmallVector<Value> map(ArrayRef<Value> chunk,
+                         llvm::function_ref<Value(Value)> fn) {
+    return llvm::map_to_vector(chunk, [&](Value v) { return fn(v); });
+  }
+
+  /// The static scale of K or V for the element group at (t, head, block).
+  Value staticScale(bool isKey, Value t, Value head, Value block);
+  /// Index of a dynamic scale in the scale cache.
+  Value scaleCacheIndex(Value block, Value pos, Value head);
+
+  ImplicitLocOpBuilder &b;
+  const KernelPlan &plan;
+  kv::CacheType cache;
+  /// The function's arguments, indexed by abi::Param.
+  std::array<Value, std::size(abi::kParams)> args{};
+};
+
+} // namespace kvgen::detail
+
+#endif // KVGEN_LIB_CONVERSION_KERNELBUILDER_H

@@ -1,0 +1,179 @@
+//===- KernelBuilderQuant.cpp - quantized appends and the gather ----------===//
+//
+// The bodies whose values go through the quantization convention
+// (docs/CONTRACT.md, "Quantization"): a chunk's static scale, the two passes
+// of a dynamic scale (amax of the group, then quantize and store), and the
+// gather's dequantizing read. The arithmetic itself is in Quantize.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilder.h"
+#include "Quantize.h"
+
+using namespace mlir;
+using namespace kvgen;
+using namespace kvgen::detail;
+
+Value KernelBuilder::staticScale(bool isKey, Value t, Value head, Value block) {
+  Value numHeads = i64(cache.getNumKvHeads());
+  Value idx;
+  switch (cache.getQuant().getGranularity()) {
+  case kv::ScaleGranularity::PerTensor:
+    idx = i64(0);
+    break;
+  case kv::ScaleGranularity::PerHead:
+    idx = head;
+    break;
+  case kv::ScaleGranularity::PerToken:
+    idx = t;
+    break;
+  case kv::ScaleGranularity::PerTokenHead:
+    idx = add(mul(t, numHeads), head);
+    break;
+  case kv::ScaleGranularity::PerBlock:
+    idx = add(mul(block, numHeads), head);
+    break;
+  }
+  Value scales = arg(isKey ? abi::Param::KeyScale : abi::Param::ValueScale);
+  return memref::LoadOp::create(b, scales, ValueRange{toIndex(idx)});
+}
+
+Value KernelBuilder::scaleCacheIndex(Value block, Value pos, Value head) {
+  // [num_blocks, block_size(, H)], compact.
+  Value row = add(mul(block, i64(cache.getTokensPerBlock())), pos);
+  if (cache.getQuant().getGranularity() == kv::ScaleGranularity::PerToken)
+    return row;
+  return add(mul(row, i64(cache.getNumKvHeads())), head);
+}
+
+void KernelBuilder::emitIfValidSlot(Value slot, Value &block, Value &pos) {
+  int64_t tokensPerBlock = cache.getTokensPerBlock();
+  block = divConst(slot, tokensPerBlock);
+  pos = remConst(slot, tokensPerBlock);
+  // slot < 0 is padding; a block past the cache's end is skipped too.
+  Value valid = arith::AndIOp::create(
+      b, cmp(arith::CmpIPredicate::sge, slot, i64(0)),
+      cmp(arith::CmpIPredicate::ult, block, arg(abi::Param::NumBlocks)));
+  auto ifOp = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+}
+
+void KernelBuilder::emitAppendOne(Value t, Value block, Value pos, Value head,
+                                  Value d0, ArrayRef<Value> scales) {
+  kv::QuantAttr quant = cache.getQuant();
+  // A quantized cache scales the exact fp32 value: never cast before.
+  Type to = quant ? b.getF32Type() : cache.getDtype();
+  auto load = [&](bool isKey) {
+    return map(loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
+                         sourceStrides(isKey), t, head, d0),
+               [&](Value v) { return emitFloatCast(b, v, to); });
+  };
+  SmallVector<Value> k = load(/*isKey=*/true);
+  SmallVector<Value> v = load(/*isKey=*/false);
+  if (quant) {
+    Type storage = cache.getDtype();
+    auto q = [&](Value x, Value s) {
+      return emitQuantize(b, x, s, quant, storage);
+    };
+    k = map(k, [&](Value x) { return q(x, scales[0]); });
+    v = map(v, [&](Value x) { return q(x, scales[1]); });
+  }
+  storeChunk(k, arg(abi::Param::KeyCache), cacheStrides(/*isKey=*/true), block,
+             head, pos, d0, /*isKey=*/true);
+  storeChunk(v, arg(abi::Param::ValueCache), cacheStrides(/*isKey=*/false),
+             block, head, pos, d0, /*isKey=*/false);
+}
+
+/// The reciprocal of an f32 scale (for `reciprocal = true`).
+static Value reciprocal(ImplicitLocOpBuilder &b, Value s) {
+  return arith::DivFOp::create(
+      b, arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f)), s);
+}
+
+void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
+  OpBuilder::InsertionGuard guard(b);
+  Value block, pos;
+  emitIfValidSlot(slot, block, pos);
+  kv::QuantAttr quant = cache.getQuant();
+  Value c64 = toI64(c);
+  bool recip = quant && quant.getReciprocal();
+
+  if (!quant || quant.getMode() == kv::ScaleMode::Static) {
+    auto [head, d0] = chunkPosition(c64);
+    SmallVector<Value> scales;
+    if (quant)
+      for (bool isKey : {true, false}) {
+        Value s = staticScale(isKey, t, head, block);
+        scales.push_back(recip ? reciprocal(b, s) : s);
+      }
+    emitAppendOne(t, block, pos, head, d0, scales);
+    return;
+  }
+
+  // Dynamic: this iteration owns one group (the token, or one of its heads),
+  // so it sees every value its scale covers. A first pass finds amax of K
+  // and V, a second quantizes and stores (its loads hit the L1).
+  Value first = mul(c64, i64(plan.chunksPerGroup));
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
+  auto amaxLoop = scf::ForOp::create(b, index(0), index(plan.chunksPerGroup),
+                                     index(1), ValueRange{zero, zero});
+  {
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(amaxLoop.getBody());
+    auto [head, d0] =
+        chunkPosition(add(first, toI64(amaxLoop.getInductionVar())));
+    SmallVector<Value> results;
+    for (bool isKey : {true, false}) {
+      Value acc = amaxLoop.getRegionIterArgs()[isKey ? 0 : 1];
+      for (Value x : loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
+                               sourceStrides(isKey), t, head, d0))
+        acc = emitAbsMaxFinite(b, emitFloatCast(b, x, b.getF32Type()), acc);
+      results.push_back(acc);
+    }
+    scf::YieldOp::create(b, results);
+  }
+  Value groupHead = chunkPosition(first).first;
+  Value scaleIdx = toIndex(scaleCacheIndex(block, pos, groupHead));
+  SmallVector<Value> scales;
+  for (bool isKey : {true, false}) {
+    Value s = emitDynamicScale(b, amaxLoop.getResult(isKey ? 0 : 1), quant);
+    memref::StoreOp::create(
+        b, s,
+        arg(isKey ? abi::Param::KeyScaleCache : abi::Param::ValueScaleCache),
+        ValueRange{scaleIdx});
+    scales.push_back(recip ? reciprocal(b, s) : s);
+  }
+  auto storeLoop =
+      scf::ForOp::create(b, index(0), index(plan.chunksPerGroup), index(1));
+  b.setInsertionPointToStart(storeLoop.getBody());
+  auto [head, d0] =
+      chunkPosition(add(first, toI64(storeLoop.getInductionVar())));
+  emitAppendOne(t, block, pos, head, d0, scales);
+}
+
+void KernelBuilder::emitGatherChunk(Value slot, Value t, Value c) {
+  OpBuilder::InsertionGuard guard(b);
+  Value block, pos;
+  emitIfValidSlot(slot, block, pos);
+  auto [head, d0] = chunkPosition(toI64(c));
+  kv::QuantAttr quant = cache.getQuant();
+  for (bool isKey : {true, false}) {
+    SmallVector<Value> q = loadCacheChunk(
+        arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache),
+        cacheStrides(isKey), block, head, pos, d0, isKey);
+    if (quant) {
+      Value s =
+          quant.getMode() == kv::ScaleMode::Static
+              ? staticScale(isKey, t, head, block)
+              : memref::LoadOp::create(
+                    b,
+                    arg(isKey ? abi::Param::KeyScaleCache
+                              : abi::Param::ValueScaleCache),
+                    ValueRange{toIndex(scaleCacheIndex(block, pos, head))});
+      q = map(q, [&](Value v) { return emitDequantize(b, v, s, quant); });
+    }
+    q = map(q, [&](Value v) { return emitFloatCast(b, v, plan.sourceType); });
+    storeRowChunk(q, arg(isKey ? abi::Param::KeyOut : abi::Param::ValueOut),
+                  sourceStrides(isKey), t, head, d0);
+  }
+}

@@ -1,0 +1,303 @@
+// RUN: kvgen %s --emit=ptx | FileCheck %s
+
+// The PTX of one quantized append per kind x granularity x mode (and a
+// gather per kind): the IEEE division (div.rn.f32), the NaN-propagating
+// saturation (min.NaN / max.NaN), and the rounding instruction: fp8 rounds
+// two elements per cvt.rn.satfinite, int8 rounds to nearest even by
+// adding and removing 1.5 * 2^23 and converts with cvt.rzi. A dynamic
+// scale is amax / qmax: one division per group, stored as a 32-bit float.
+
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_tensor_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_tensor_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e4m3_per_tensor_static : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_token_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_token_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e4m3_per_token_static : !kv.cache<layout = paged_hnd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_head_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_head_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e4m3_per_head_static : !kv.cache<layout = vllm_vectorized, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_head, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e4m3_per_token_head_static : !kv.cache<layout = dual_stacked, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_token_head, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_block_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_block_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e4m3_per_block_static : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_block, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_token_dynamic(
+// CHECK: div.rn.f32
+// CHECK: st.global.b32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_token_dynamic_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e4m3_per_token_dynamic : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = dynamic>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_dynamic(
+// CHECK: div.rn.f32
+// CHECK: st.global.b32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_dynamic_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e4m3_per_token_head_dynamic : !kv.cache<layout = paged_hnd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_token_head, mode = dynamic>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_tensor_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_tensor_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e5m2_per_tensor_static : !kv.cache<layout = vllm_vectorized, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_tensor, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_token_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_token_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e5m2_per_token_static : !kv.cache<layout = dual_stacked, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_token, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_head_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_head_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e5m2_per_head_static : !kv.cache<layout = contiguous, max_seq_len = 96,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_head, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e5m2_per_token_head_static : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_token_head, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_block_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_block_static_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e5m2_per_block_static : !kv.cache<layout = paged_hnd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_block, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_token_dynamic(
+// CHECK: div.rn.f32
+// CHECK: st.global.b32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_token_dynamic_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e5m2_per_token_dynamic : !kv.cache<layout = vllm_vectorized, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_token, mode = dynamic>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_dynamic(
+// CHECK: div.rn.f32
+// CHECK: st.global.b32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_dynamic_scalar(
+// CHECK: div.rn.f32
+kv.append @fp8_e5m2_per_token_head_dynamic : !kv.cache<layout = dual_stacked, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_token_head, mode = dynamic>> from bf16
+
+// CHECK-LABEL: .visible .entry int8_per_tensor_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: add.rn.f32
+// CHECK: cvt.rzi.s16.f32
+// CHECK-LABEL: .visible .entry int8_per_tensor_static_scalar(
+// CHECK: div.rn.f32
+kv.append @int8_per_tensor_static : !kv.cache<layout = contiguous, max_seq_len = 96,
+    num_kv_heads = 4, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_tensor, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry int8_per_token_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: add.rn.f32
+// CHECK: cvt.rzi.s16.f32
+// CHECK-LABEL: .visible .entry int8_per_token_static_scalar(
+// CHECK: div.rn.f32
+kv.append @int8_per_token_static : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry int8_per_head_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: add.rn.f32
+// CHECK: cvt.rzi.s16.f32
+// CHECK-LABEL: .visible .entry int8_per_head_static_scalar(
+// CHECK: div.rn.f32
+kv.append @int8_per_head_static : !kv.cache<layout = paged_hnd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_head, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry int8_per_token_head_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: add.rn.f32
+// CHECK: cvt.rzi.s16.f32
+// CHECK-LABEL: .visible .entry int8_per_token_head_static_scalar(
+// CHECK: div.rn.f32
+kv.append @int8_per_token_head_static : !kv.cache<layout = vllm_vectorized, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token_head, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry int8_per_block_static(
+// CHECK: div.rn.f32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: add.rn.f32
+// CHECK: cvt.rzi.s16.f32
+// CHECK-LABEL: .visible .entry int8_per_block_static_scalar(
+// CHECK: div.rn.f32
+kv.append @int8_per_block_static : !kv.cache<layout = dual_stacked, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_block, mode = static>> from bf16
+
+// CHECK-LABEL: .visible .entry int8_per_token_dynamic(
+// CHECK: div.rn.f32
+// CHECK: st.global.b32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: add.rn.f32
+// CHECK: cvt.rzi.s16.f32
+// CHECK-LABEL: .visible .entry int8_per_token_dynamic_scalar(
+// CHECK: div.rn.f32
+kv.append @int8_per_token_dynamic : !kv.cache<layout = contiguous, max_seq_len = 96,
+    num_kv_heads = 4, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token, mode = dynamic>> from bf16
+
+// CHECK-LABEL: .visible .entry int8_per_token_head_dynamic(
+// CHECK: div.rn.f32
+// CHECK: st.global.b32
+// CHECK: max.NaN.f32
+// CHECK: min.NaN.f32
+// CHECK: add.rn.f32
+// CHECK: cvt.rzi.s16.f32
+// CHECK-LABEL: .visible .entry int8_per_token_head_dynamic_scalar(
+// CHECK: div.rn.f32
+kv.append @int8_per_token_head_dynamic : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic>> from bf16
+
+// reciprocal = true: one IEEE reciprocal (1 / s, rcp.rn) per chunk and
+// tensor, multiplications for the values, no division.
+// CHECK-LABEL: .visible .entry fp8_reciprocal(
+// CHECK-NOT: div.rn.f32
+// CHECK: rcp.rn.f32
+// CHECK-NOT: div.rn.f32
+// CHECK: mul.rn.f32
+// CHECK-NOT: div.rn.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fp8_reciprocal_scalar(
+kv.append @fp8_reciprocal : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static,
+                      reciprocal = true>> from f32
+
+// Dequantization: float(q) * s, no division, no fp8 rounding.
+// CHECK-LABEL: .visible .entry gather_fp8_e4m3(
+// CHECK-NOT: div.rn.f32
+// CHECK-NOT: cvt.rn.satfinite
+// CHECK: mul.rn.f32
+// CHECK-NOT: div.rn.f32
+// CHECK-NOT: cvt.rn.satfinite
+// CHECK-LABEL: .visible .entry gather_fp8_e4m3_scalar(
+kv.gather @gather_fp8_e4m3 : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_token_head, mode = dynamic>> to bf16
+
+// Dequantization: float(q) * s, no division, no fp8 rounding.
+// CHECK-LABEL: .visible .entry gather_fp8_e5m2(
+// CHECK-NOT: div.rn.f32
+// CHECK-NOT: cvt.rn.satfinite
+// CHECK: mul.rn.f32
+// CHECK-NOT: div.rn.f32
+// CHECK-NOT: cvt.rn.satfinite
+// CHECK-LABEL: .visible .entry gather_fp8_e5m2_scalar(
+kv.gather @gather_fp8_e5m2 : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_token_head, mode = dynamic>> to bf16
+
+// Dequantization: float(q) * s, no division, no fp8 rounding.
+// CHECK-LABEL: .visible .entry gather_int8(
+// CHECK-NOT: div.rn.f32
+// CHECK-NOT: cvt.rn.satfinite
+// CHECK: mul.rn.f32
+// CHECK-NOT: div.rn.f32
+// CHECK-NOT: cvt.rn.satfinite
+// CHECK-LABEL: .visible .entry gather_int8_scalar(
+kv.gather @gather_int8 : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic>> to bf16
