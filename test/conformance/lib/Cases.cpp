@@ -251,7 +251,8 @@ public:
 
   bool launchGather(const std::string &kernel, CacheSet &caches,
                     const DLTensor *slots, OutputSet &out, ScaleSet &scales,
-                    std::string &failure) {
+                    std::string &failure,
+                    kvrt_variant variant = KVRT_VARIANT_AUTO) {
 #if KVGEN_CONFORMANCE_KVRT_QUANT
     kvrt_gather_args args{};
     args.kernel = kernel.c_str();
@@ -260,13 +261,14 @@ public:
     args.slot_mapping = slots;
     args.key_out = out.keyOut();
     args.value_out = out.valueOut();
-    args.variant = KVRT_VARIANT_AUTO;
+    args.variant = variant;
     setScales(args, scales);
     return checkStatus("kvrt_gather",
                        kvrt_gather(bundle, &args, backend.stream()), false,
                        failure);
 #else
-    (void)kernel, (void)caches, (void)slots, (void)out, (void)scales;
+    (void)kernel, (void)caches, (void)slots, (void)out, (void)scales,
+        (void)variant;
     failure = "this kvrt has no kvrt_gather and no scale arguments";
     return false;
 #endif
@@ -592,7 +594,7 @@ public:
   /// output element against the reference, rows of padding and
   /// out-of-range slots untouched, the caches and scales untouched.
   bool runGather(const std::vector<int64_t> &slotList, bool padded,
-                 bool float8Codes, std::string &failure) {
+                 bool float8Codes, kvrt_variant variant, std::string &failure) {
     int64_t rows = static_cast<int64_t>(slotList.size());
     CacheSet caches;
     ScaleSet scales;
@@ -609,7 +611,8 @@ public:
       return false;
     TensorArg slots(slotBuffer.get(), 0, backend.device(), int64Type(), {rows},
                     {1});
-    if (!launchGather(desc.name, caches, slots.get(), out, scales, failure))
+    if (!launchGather(desc.name, caches, slots.get(), out, scales, failure,
+                      variant))
       return false;
     if (!backend.synchronize()) {
       failure = "synchronize failed: " + backend.lastError();
@@ -888,12 +891,17 @@ void addQuantCases(std::vector<CaseDef> &cases, const Description &desc) {
     });
 }
 
+/// A gather case; `name` ends in the variant it asks for.
 void addGather(std::vector<CaseDef> &cases, const std::string &name,
                bool padded, bool float8Codes,
                std::function<std::vector<int64_t>(CaseEnv &)> make) {
+  kvrt_variant variant =
+      name.size() > 7 && name.compare(name.size() - 7, 7, "/scalar") == 0
+          ? KVRT_VARIANT_SCALAR
+          : KVRT_VARIANT_AUTO;
   cases.push_back({name, [=](CaseEnv &env, std::string &failure) {
                      return env.runGather(make(env), padded, float8Codes,
-                                          failure);
+                                          variant, failure);
                    }});
 }
 
@@ -910,6 +918,7 @@ std::vector<CaseDef> gatherCases(const Description &desc) {
         real[0], -5, real[4], int64_t(1) << 40, real[5]};
   };
   addGather(cases, "scattered/auto", true, false, scattered);
+  addGather(cases, "scattered/scalar", true, false, scattered);
   addGather(cases, "compact_out/auto", false, false, scattered);
   addGather(cases, "prefill/auto", true, false, [](CaseEnv &env) {
     BlockPool pool(env.numBlocks(), env.rng);

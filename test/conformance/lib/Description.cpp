@@ -151,12 +151,13 @@ std::string Description::toMlir() const {
 }
 
 std::vector<std::string> Description::kernelNames() const {
-  // slot_mapping and gather are one kernel each.
-  if (kind == Kind::SlotMapping || kind == Kind::Gather)
+  if (kind == Kind::SlotMapping)
     return {name};
   std::vector<std::string> names = {name, scalarKernelName()};
-  if (hasRoundtripGather())
+  if (hasRoundtripGather()) {
     names.push_back(gatherKernelName());
+    names.push_back(gatherKernelName() + "_scalar");
+  }
   return names;
 }
 

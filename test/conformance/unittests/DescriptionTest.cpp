@@ -241,7 +241,7 @@ TEST(DescriptionTest, MatrixHasEveryValidQuantization) {
                                 d.cacheType() + " to f32"),
                 std::string::npos)
           << d.name;
-      EXPECT_EQ(d.kernelNames().back(), d.gatherKernelName());
+      EXPECT_EQ(d.kernelNames().back(), d.gatherKernelName() + "_scalar");
     }
   }
 }

@@ -103,8 +103,8 @@ struct Description {
   std::string toMlir() const;
 
   /// The kernels the bundle holds for this description: `name` (the vector
-  /// variant, or the only kernel of slot_mapping and gather), `name_scalar`,
-  /// and a quantized append's gather.
+  /// variant, or the only kernel of slot_mapping), `name_scalar`, and a
+  /// quantized append's gather (both variants).
   std::string scalarKernelName() const { return name + "_scalar"; }
   bool hasRoundtripGather() const {
     return quant && (kind == Kind::Append || kind == Kind::FusedAppend);
