@@ -61,6 +61,13 @@ const char *kvrt_bundle_kernel_variant(const kvrt_bundle *bundle,
   return variantName(bundle->manifest.kernels[index].variant);
 }
 
+const char *kvrt_bundle_kernel_manifest(const kvrt_bundle *bundle,
+                                        size_t index) {
+  if (!bundle || index >= bundle->manifest.kernels.size())
+    return nullptr;
+  return bundle->manifest.kernels[index].manifestJson.c_str();
+}
+
 kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
                                         const char *kernel_name,
                                         kvrt_host_kernel fn) {
@@ -89,3 +96,9 @@ kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
 }
 
 } // extern "C"
+
+extern "C" kvrt_status kvrt_gather(kvrt_bundle *bundle,
+                                   const kvrt_gather_args *args,
+                                   kvrt_stream stream) {
+  return guarded([&] { return gather(bundle, args, stream); });
+}

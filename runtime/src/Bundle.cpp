@@ -313,4 +313,11 @@ Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
                     planFusedAppend);
 }
 
+Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
+              kvrt_stream stream) {
+  return launchKind(bundle, args, KernelKind::Gather,
+                    args ? args->variant : KVRT_VARIANT_AUTO, stream,
+                    planGather);
+}
+
 } // namespace kvrt::impl

@@ -51,6 +51,8 @@ Status buildSlotMapping(kvrt_bundle *bundle, const kvrt_slot_mapping_args *args,
                         kvrt_stream stream);
 Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
                    kvrt_stream stream);
+Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
+              kvrt_stream stream);
 
 } // namespace kvrt::impl
 

@@ -12,6 +12,8 @@
 
 #include "Status.h"
 
+#include "kvgen/ABI/ABI.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,31 +22,36 @@
 
 namespace kvrt::impl {
 
-enum class DType { F32, F16, BF16, F8E4M3, F8E5M2, I8, I32, I64 };
+// The kernel ABI's vocabulary (include/kvgen/ABI): the names kvgen writes
+// are the names kvrt reads.
+namespace abi = ::kvgen::abi;
+using abi::DType;
+using abi::KernelKind;
+using abi::Layout;
+using abi::Quantization;
+using abi::QuantKind;
+using abi::ScaleGranularity;
+using abi::ScaleMode;
+using abi::Variant;
 
-/// The manifest's name of a dtype ("bf16").
-const char *dtypeName(DType dtype);
-/// Parses a manifest dtype name; false if unknown.
-bool parseDType(std::string_view name, DType *out);
-size_t dtypeBytes(DType dtype);
+using abi::dtypeBytes;
+using abi::dtypeName;
+using abi::kindName;
+using abi::layoutName;
+using abi::variantName;
 
-enum class KernelKind { Append, SlotMapping, FusedAppend };
-const char *kindName(KernelKind kind);
+/// cache.quant: how a quantized cache stores its values.
+struct QuantDescription {
+  QuantKind kind = QuantKind::FP8E4M3;
+  ScaleGranularity granularity = ScaleGranularity::PerTensor;
+  ScaleMode mode = ScaleMode::Static;
+  bool reciprocal = false;
 
-enum class Variant { Vector, Scalar };
-const char *variantName(Variant variant);
-
-enum class Layout {
-  Contiguous,
-  PagedNHD,
-  PagedHND,
-  VllmVectorized,
-  DualStacked
+  bool operator==(const QuantDescription &other) const {
+    return kind == other.kind && granularity == other.granularity &&
+           mode == other.mode && reciprocal == other.reciprocal;
+  }
 };
-const char *layoutName(Layout layout);
-
-/// The logical parameter list kvrt packs for a kind (a buffer is one name).
-const std::vector<std::string_view> &expectedParams(KernelKind kind);
 
 struct CacheDescription {
   Layout layout = Layout::PagedNHD;
@@ -55,6 +62,17 @@ struct CacheDescription {
   /// Elements of the vllm_vectorized key cache's innermost dimension.
   int64_t x = 0;
   DType dtype = DType::BF16;
+  bool quantized = false;
+  /// Meaningful where `quantized`.
+  QuantDescription quant;
+
+  /// Which scale parameters the kernels take.
+  Quantization quantization() const {
+    if (!quantized)
+      return Quantization::None;
+    return quant.mode == ScaleMode::Static ? Quantization::Static
+                                           : Quantization::Dynamic;
+  }
 
   bool operator==(const CacheDescription &other) const;
 };
@@ -68,11 +86,18 @@ struct LaunchDescription {
 /// One kernel of the manifest ("kernels"[i]).
 struct KernelDescription {
   std::string name;
+  /// The description it was generated from (informational).
+  std::string description;
   KernelKind kind = KernelKind::Append;
   Variant variant = Variant::Scalar;
-  /// The cache and source dtype: append-like kinds only.
+  /// The cache, and the source (append, fused_append) or output (gather)
+  /// dtype: every kind but slot_mapping.
   CacheDescription cache;
   DType sourceDtype = DType::BF16;
+  DType outputDtype = DType::BF16;
+  /// The kernel's manifest entry as compact JSON, rebuilt from the fields
+  /// above (kvrt_bundle_kernel_manifest).
+  std::string manifestJson;
   /// The vector variant's promise: base pointers aligned to `alignment`
   /// bytes, strides multiples of `vectorElems`.
   int64_t alignment = 1;

@@ -3,8 +3,10 @@
 // A launch is planned before anything runs: every DLTensor is checked against
 // the kernel's description (docs/KERNEL-ABI.md, "Tensors kvrt accepts") and
 // turned into a TensorView (shape, strides in elements, first element, extent)
-// from which Packing builds the parameters. A refusal names the tensor and the
-// rule. Planning touches no driver and allocates nothing unless it refuses.
+// from which Packing builds the parameters, in the order of the ABI's
+// parameter lists (include/kvgen/ABI/Params.def). A refusal names the tensor
+// and the rule. Planning touches no driver and allocates nothing unless it
+// refuses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,65 +15,38 @@
 
 #include "Manifest.h"
 #include "Status.h"
+#include "TensorCheck.h"
 
 #include "kvrt/kvrt.h"
 
 namespace kvrt::impl {
 
-constexpr int kMaxRank = 5;
-constexpr int kMaxBuffers = 7;  // fused_append
-constexpr int kMaxScalars = 19; // fused_append
+constexpr int kMaxBuffers = static_cast<int>(abi::maxBuffers());
+constexpr int kMaxScalars =
+    static_cast<int>(abi::maxParams() - abi::maxBuffers());
+/// A buffer is a 1-D memref descriptor of five parameters.
 constexpr int kMaxParams = kMaxBuffers * 5 + kMaxScalars;
+constexpr int kNumParamIds =
+    static_cast<int>(sizeof(abi::kParams) / sizeof(abi::kParams[0]));
 
-/// What one tensor argument must look like. Built once per description, at
-/// load time: a launch only compares against it.
-struct TensorSpec {
-  const char *name = nullptr;
-  DType dtype = DType::BF16;
-  /// The kernel whose description fixes the dtype and shape; NULL where the
-  /// ABI fixes them (index tensors).
-  const char *kernel = nullptr;
-  int rank = 0;
-  const char *shapeText = "";
-  const char *dimNames[kMaxRank] = {};
-  /// The expected extent of each dimension; -1 where the caller binds it
-  /// (num_tokens, num_blocks, num_reqs, ...).
-  int64_t dims[kMaxRank] = {-1, -1, -1, -1, -1};
-  /// Set for caches and index tensors: the rule an innermost stride other
-  /// than 1 breaks.
-  const char *innerStrideRule = nullptr;
-  /// Caches: no two elements may share an address, or two slots would write
-  /// the same bytes.
-  bool injective = false;
-};
-
-/// The specs of an append-like description's K/V inputs and caches.
+/// The specs of a description's tensors whose dtype and shape the description
+/// fixes. Scales are specs of their granularity; NULL-able by the caller
+/// only where the description does not take them.
 struct OperationSpecs {
   TensorSpec key, value, keyCache, valueCache;
+  /// gather: [num_tokens, num_kv_heads, head_dim] of output_dtype.
+  TensorSpec keyOut, valueOut;
+  /// Static scales and dynamic scale caches (quantized descriptions).
+  TensorSpec keyScale, valueScale, keyScaleCache, valueScaleCache;
 };
 
 OperationSpecs makeSpecs(const KernelDescription &kernel);
 
-/// One validated tensor, or the K or V view of a dual_stacked cache. Left
-/// uninitialized by default: a launch fills only what it uses.
-struct TensorView {
-  const char *name;
-  const DLTensor *tensor;
-  /// tensor->data: MLIR's "allocated pointer".
-  char *allocated;
-  /// The first element: data + byte_offset (+ the V offset of a view).
-  char *first;
-  size_t elementBytes;
-  int rank;
-  int64_t shape[kMaxRank];
-  /// In elements; compact row-major where DLPack's strides are NULL.
-  int64_t strides[kMaxRank];
-  /// Elements from the first to one past the last reachable (0 if empty).
-  int64_t extent;
-
-  uintptr_t begin() const { return reinterpret_cast<uintptr_t>(first); }
-  uintptr_t end() const { return begin() + extent * elementBytes; }
+/// The index tensors' specs: fixed by the ABI.
+struct IndexSpecs {
+  TensorSpec slotMapping, blockTable, queryStartLoc, contextLens;
 };
+const IndexSpecs &indexSpecs();
 
 /// A launch that passed every check: the buffers in ABI order, the i64
 /// scalars in ABI order, and the tensors the vector promise covers.
@@ -118,6 +93,9 @@ Status planSlotMapping(const Manifest &manifest, const Operation &operation,
 Status planFusedAppend(const Manifest &manifest, const Operation &operation,
                        const OperationSpecs &specs,
                        const kvrt_fused_append_args &args, LaunchPlan *plan);
+Status planGather(const Manifest &manifest, const Operation &operation,
+                  const OperationSpecs &specs, const kvrt_gather_args &args,
+                  LaunchPlan *plan);
 
 /// Whether every promised tensor meets `vector`'s promise; the first breach
 /// otherwise. Allocates nothing: AUTO falls back without a message.
@@ -127,11 +105,6 @@ bool checkVectorPromise(const LaunchPlan &plan, const KernelDescription &vector,
 /// The refusal for a forced VECTOR launch that breaks the promise.
 Status describeBreach(const PromiseBreach &breach,
                       const KernelDescription &vector);
-
-/// "cuda:0", "cpu:0".
-std::string describeDevice(DLDevice device);
-/// "bf16", "f16", "u8", or "code 7, 16 bits" for what kvrt does not name.
-std::string describeDType(DLDataType dtype);
 
 } // namespace kvrt::impl
 

@@ -82,9 +82,13 @@ TEST(Chip, Refuses) {
 }
 
 TEST(Params, MatchTheAbi) {
-  EXPECT_EQ(expectedParams(KernelKind::Append).size(), 21u);
-  EXPECT_EQ(expectedParams(KernelKind::SlotMapping).size(), 8u);
-  EXPECT_EQ(expectedParams(KernelKind::FusedAppend).size(), 26u);
+  using kvgen::abi::countParams;
+  using kvgen::abi::Quantization;
+  EXPECT_EQ(countParams(KernelKind::Append, Quantization::None), 21u);
+  EXPECT_EQ(countParams(KernelKind::Append, Quantization::Static), 23u);
+  EXPECT_EQ(countParams(KernelKind::SlotMapping, Quantization::None), 8u);
+  EXPECT_EQ(countParams(KernelKind::FusedAppend, Quantization::None), 26u);
+  EXPECT_EQ(countParams(KernelKind::Gather, Quantization::Dynamic), 23u);
 }
 
 TEST(Driver, MissingLibraryIsNoDriver) {

@@ -61,11 +61,18 @@ void kvrt_bundle_destroy(kvrt_bundle *bundle);
 size_t kvrt_bundle_num_kernels(const kvrt_bundle *bundle);
 const char *kvrt_bundle_kernel_name(const kvrt_bundle *bundle, size_t index);
 
-/* The manifest's kind ("append", "slot_mapping", "fused_append") and variant
+/* The manifest's kind ("append", "slot_mapping", "fused_append", "gather")
+ * and variant
  * ("vector", "scalar") of kernel `index`; NULL if out of range. A binding
  * uses them to find the descriptions a bundle offers. */
 const char *kvrt_bundle_kernel_kind(const kvrt_bundle *bundle, size_t index);
 const char *kvrt_bundle_kernel_variant(const kvrt_bundle *bundle, size_t index);
+
+/* Kernel `index`'s manifest entry as compact JSON (name, kind, variant,
+ * cache with its quant, source/output dtype, promise, launch, params), as
+ * kvrt parsed it; NULL if out of range. Valid while the bundle lives. */
+const char *kvrt_bundle_kernel_manifest(const kvrt_bundle *bundle,
+                                        size_t index);
 
 /* The host target: a kernel compiled for the CPU (kvgen's host target), as its
  * packed entry point `void fn(void **params)`. Once registered, a launch whose
@@ -97,7 +104,14 @@ typedef enum kvrt_variant {
 /* Append new K/V rows into the cache through `slot_mapping`.
  * `kernel` names the description (its vector variant's name); NULL picks the
  * bundle's only append description. For dual_stacked, `key_cache` is the
- * [num_blocks, 2, H, bs, D] tensor and `value_cache` must be NULL. */
+ * [num_blocks, 2, H, bs, D] tensor and `value_cache` must be NULL.
+ *
+ * Quantized caches (docs/CONTRACT.md, "Quantization"): fp8 caches are DLPack
+ * uint8 or float8 (code 10 e4m3fn, 12 e5m2), int8 caches int8. A static
+ * description takes key_scale/value_scale (f32, compact, shape by
+ * granularity), a dynamic one key_scale_cache/value_scale_cache (f32,
+ * compact, one scale per slot, written); the others must be NULL, and so must
+ * all four for an unquantized description. */
 typedef struct kvrt_append_args {
   const char *kernel;
   const DLTensor *key;
@@ -106,6 +120,10 @@ typedef struct kvrt_append_args {
   const DLTensor *key_cache;
   const DLTensor *value_cache;
   kvrt_variant variant;
+  const DLTensor *key_scale;
+  const DLTensor *value_scale;
+  const DLTensor *key_scale_cache;
+  const DLTensor *value_scale_cache;
 } kvrt_append_args;
 
 kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
@@ -136,11 +154,38 @@ typedef struct kvrt_fused_append_args {
   const DLTensor *key_cache;
   const DLTensor *value_cache;
   kvrt_variant variant;
+  /* As in kvrt_append_args. */
+  const DLTensor *key_scale;
+  const DLTensor *value_scale;
+  const DLTensor *key_scale_cache;
+  const DLTensor *value_scale_cache;
 } kvrt_fused_append_args;
 
 kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
                               const kvrt_fused_append_args *args,
                               kvrt_stream stream);
+
+/* Read rows back out of the cache (kernel kind gather): row i of key_out and
+ * value_out ([n, num_kv_heads, head_dim] of the description's output_dtype,
+ * any strides) is the cache's slot slot_mapping[i], dequantized
+ * (x = float(q) * scale); slot < 0 leaves row i untouched. Scales as in
+ * kvrt_append_args; static per_token(_head) scales are indexed by i. */
+typedef struct kvrt_gather_args {
+  const char *kernel;
+  const DLTensor *key_cache;
+  const DLTensor *value_cache;
+  const DLTensor *slot_mapping; /* int64 [n] */
+  const DLTensor *key_out;
+  const DLTensor *value_out;
+  kvrt_variant variant;
+  const DLTensor *key_scale;
+  const DLTensor *value_scale;
+  const DLTensor *key_scale_cache;
+  const DLTensor *value_scale_cache;
+} kvrt_gather_args;
+
+kvrt_status kvrt_gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
+                        kvrt_stream stream);
 
 #ifdef __cplusplus
 } /* extern "C" */
