@@ -72,13 +72,6 @@ std::string directoryOfExecutable() {
   return slash == std::string::npos ? "." : full.substr(0, slash);
 }
 
-bool bundleHasKernel(const kvrt_bundle *bundle, const std::string &name) {
-  for (size_t i = 0, n = kvrt_bundle_num_kernels(bundle); i < n; ++i)
-    if (name == kvrt_bundle_kernel_name(bundle, i))
-      return true;
-  return false;
-}
-
 bool envFlag(const char *name) {
   const char *value = std::getenv(name);
   return value && *value && std::strcmp(value, "0") != 0;
@@ -179,29 +172,13 @@ int main(int argc, char **argv) {
   if (probe)
     backend->deallocateFenced(probe);
 
-  // A bundle built without a class of descriptions (kvgen-conformance-matrix
-  // --without=...) skips that class, saying so; any other missing kernel is
-  // a failure of its description.
-  size_t skippedQuant = 0, skippedBlockSize = 0;
   for (const Description &desc : reduced ? reducedMatrix() : s.matrix) {
     if (!filter.empty() && desc.name.find(filter) == std::string::npos)
       continue;
-    bool gated = needsQuantization(desc) || needsAnyBlockSize(desc);
-    if (gated && !bundleHasKernel(bundle, desc.name)) {
-      (needsQuantization(desc) ? skippedQuant : skippedBlockSize) += 1;
-      continue;
-    }
     testing::RegisterTest(
         "Matrix", desc.name.c_str(), nullptr, desc.summary().c_str(), __FILE__,
         __LINE__, [desc]() -> testing::Test * { return new MatrixTest(desc); });
   }
-
-  if (skippedQuant || skippedBlockSize)
-    std::printf("SKIPPED: the bundle has no kernels for %zu quantized or "
-                "gather descriptions and %zu with block sizes that are not "
-                "powers of two (built with kvgen-conformance-matrix "
-                "--without=...)\n",
-                skippedQuant, skippedBlockSize);
 
   int result = RUN_ALL_TESTS();
   std::printf("gpu suite: %s\n", s.stats.summary().c_str());

@@ -238,22 +238,16 @@ public:
 
   /// The scale tensors of a launch (NULL where the description takes none).
   template <typename Args> static void setScales(Args &args, ScaleSet &scales) {
-#if KVGEN_CONFORMANCE_KVRT_QUANT
     args.key_scale = scales.keyScale();
     args.value_scale = scales.valueScale();
     args.key_scale_cache = scales.keyScaleCache();
     args.value_scale_cache = scales.valueScaleCache();
-#else
-    (void)args;
-    (void)scales;
-#endif
   }
 
   bool launchGather(const std::string &kernel, CacheSet &caches,
                     const DLTensor *slots, OutputSet &out, ScaleSet &scales,
                     std::string &failure,
                     kvrt_variant variant = KVRT_VARIANT_AUTO) {
-#if KVGEN_CONFORMANCE_KVRT_QUANT
     kvrt_gather_args args{};
     args.kernel = kernel.c_str();
     args.key_cache = caches.keyCache();
@@ -266,12 +260,6 @@ public:
     return checkStatus("kvrt_gather",
                        kvrt_gather(bundle, &args, backend.stream()), false,
                        failure);
-#else
-    (void)kernel, (void)caches, (void)slots, (void)out, (void)scales,
-        (void)variant;
-    failure = "this kvrt has no kvrt_gather and no scale arguments";
-    return false;
-#endif
   }
 
   /// The block of a token's slot, for its per_block scale (0 for a token

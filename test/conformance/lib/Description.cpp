@@ -177,14 +177,6 @@ std::string Description::summary() const {
   return os.str();
 }
 
-bool needsQuantization(const Description &desc) {
-  return desc.quant.has_value() || desc.kind == Kind::Gather;
-}
-
-bool needsAnyBlockSize(const Description &desc) {
-  return isPaged(desc.layout) && (desc.blockSize & (desc.blockSize - 1)) != 0;
-}
-
 std::string toMlirModule(const std::vector<Description> &descriptions) {
   std::string text = "module {\n";
   for (const Description &desc : descriptions)

@@ -1,13 +1,10 @@
 //===- MatrixMain.cpp - Print the conformance matrix as kv IR -------------===//
 //
-// kvgen-conformance-matrix [--reduced] [--list] [--without=CLASSES] [-o FILE]
+// kvgen-conformance-matrix [--reduced] [--list] [-o FILE]
 //
 // Prints the matrix as one .mlir module (the GPU build compiles it into one
 // bundle with `kvgen --emit=bundle`), or with --list one description per
-// line. --without=quant,any-block-size leaves out the quantized and gather
-// descriptions, or those with block sizes that are not powers of two, for a
-// kvgen that does not compile them yet (the GPU suite then skips them,
-// saying so).
+// line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,50 +20,26 @@
 using namespace kvgen::conformance;
 
 int main(int argc, char **argv) {
-  bool reduced = false, list = false, withoutQuant = false,
-       withoutAnyBlockSize = false;
+  bool reduced = false, list = false;
   const char *output = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reduced") == 0) {
       reduced = true;
     } else if (std::strcmp(argv[i], "--list") == 0) {
       list = true;
-    } else if (std::strncmp(argv[i], "--without=", 10) == 0) {
-      std::string classes = std::string(argv[i] + 10) + ",";
-      for (size_t at = 0, comma;
-           (comma = classes.find(',', at)) != std::string::npos;
-           at = comma + 1) {
-        std::string name = classes.substr(at, comma - at);
-        if (name == "quant")
-          withoutQuant = true;
-        else if (name == "any-block-size")
-          withoutAnyBlockSize = true;
-        else if (!name.empty()) {
-          std::fprintf(stderr,
-                       "%s: unknown class '%s' (quant, "
-                       "any-block-size)\n",
-                       argv[0], name.c_str());
-          return 2;
-        }
-      }
     } else if (std::strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
       output = argv[++i];
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--reduced] [--list] "
-                   "[--without=quant,any-block-size] [-o FILE]\n"
+                   "usage: %s [--reduced] [--list] [-o FILE]\n"
                    "  prints the conformance matrix as one kv-dialect module\n",
                    argv[0]);
       return 2;
     }
   }
 
-  std::vector<Description> matrix;
-  for (const Description &desc :
-       reduced ? reducedMatrix() : conformanceMatrix())
-    if (!(withoutQuant && needsQuantization(desc)) &&
-        !(withoutAnyBlockSize && needsAnyBlockSize(desc)))
-      matrix.push_back(desc);
+  std::vector<Description> matrix =
+      reduced ? reducedMatrix() : conformanceMatrix();
   std::string text;
   if (list) {
     size_t cases = 0;

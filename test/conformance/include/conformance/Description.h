@@ -137,12 +137,6 @@ std::string toMlirModule(const std::vector<Description> &descriptions);
 /// use (names starting with `gpu_`). A few hundred in all.
 std::vector<Description> conformanceMatrix();
 
-/// Which descriptions of a matrix need a part of kvgen that a build may not
-/// have yet (a bundle without it is refused as a whole): quantized caches
-/// and gathers, block sizes that are not powers of two.
-bool needsQuantization(const Description &desc);
-bool needsAnyBlockSize(const Description &desc);
-
 /// A subset of conformanceMatrix() (same names) small enough for
 /// compute-sanitizer: each layout and kind, each dtype pair, each block size,
 /// head count and head dim at least once.
