@@ -86,9 +86,10 @@ void appendOnce(kvrt_bundle *bundle, const std::vector<int64_t> &slots,
   args.variant = KVRT_VARIANT_AUTO;
   kvrt_status status = kvrt_append(bundle, &args, b.stream());
   ASSERT_EQ(status, want) << kvrt_last_error();
-  if (!message.empty())
+  if (!message.empty()) {
     EXPECT_NE(std::string(kvrt_last_error()).find(message), std::string::npos)
         << kvrt_last_error();
+  }
   ASSERT_TRUE(b.synchronize()) << b.lastError();
   if (expectWritten)
     caches.expectAppend(source, slots);
