@@ -22,7 +22,7 @@
 #   KVGEN_GPU_BUNDLE            another bundle
 #   GPU_SUITE_SANITIZERS=0      skip steps 2 and 3
 #   GPU_SUITE_TIMEOUT=S         limit of step 1 (default 300 s)
-#   GPU_SUITE_SANITIZER_TIMEOUT=S   limit of steps 2 and 3 each (default 120 s)
+#   GPU_SUITE_SANITIZER_TIMEOUT=S   limit of steps 2 and 3 each (default 180 s)
 #   GPU_SUITE_SANITIZER_FULL=1  the whole matrix under the sanitizers too
 #   GPU_SUITE_EXAMPLE_TIMEOUT=S     limit of each example (default 60 s)
 #   GPU_SUITE_PYTHON=python3    the interpreter of step 5 (with torch)
@@ -42,7 +42,7 @@ mkdir -p "$logs"
 suite=$build/bin/kvgen-gpu-suite
 bundle=${KVGEN_GPU_BUNDLE:-$build/bin/conformance-matrix.bundle.json}
 suite_timeout=${GPU_SUITE_TIMEOUT:-300}
-sanitizer_timeout=${GPU_SUITE_SANITIZER_TIMEOUT:-120}
+sanitizer_timeout=${GPU_SUITE_SANITIZER_TIMEOUT:-180}
 sanitizer_matrix=--reduced
 [[ ${GPU_SUITE_SANITIZER_FULL:-0} != 0 ]] && sanitizer_matrix=
 extra=${GPU_SUITE_ARGS:-}
