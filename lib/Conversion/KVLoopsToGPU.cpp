@@ -17,6 +17,7 @@
 #include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -31,19 +32,43 @@ using namespace kvgen;
 /// Clones `func` (a kv-to-loops function) into `gpuModule` as a kernel.
 static LogicalResult mapToKernel(func::FuncOp func,
                                  gpu::GPUModuleOp gpuModule) {
-  auto launch = func->getAttrOfType<DictionaryAttr>(kLaunchAttrName);
-  auto get = [&](StringRef key) {
-    return cast<IntegerAttr>(launch.get(key)).getInt();
-  };
-  int64_t threadsX = get("threads_x");
-  int64_t tokensPerBlock = get("tokens_per_block");
-  int64_t chunks = get("chunks_per_token");
+  auto launch = func->getAttrOfType<kv::LaunchAttr>(kLaunchAttrName);
+  if (!launch)
+    return func.emitError()
+           << "a kv loop nest needs 'kv.launch = #kv.launch<threads_x = ..., "
+              "tokens_per_block = ..., chunks_per_token = ...>'";
+  int64_t threadsX = launch.getThreadsX();
+  int64_t tokensPerBlock = launch.getTokensPerBlock();
+  int64_t chunks = launch.getChunksPerToken();
 
+  if (func.getBody().empty())
+    return func.emitError("a kv loop nest needs a body");
   Block &entry = func.getBody().front();
   auto loops = entry.getOps<scf::ParallelOp>();
   if (!llvm::hasSingleElement(loops))
     return func.emitError("expected one scf.parallel in a kv loop nest");
   scf::ParallelOp loop = *loops.begin();
+  // The mapping replaces the loop by (token, chunk) hardware indices: the
+  // loop must be exactly that, from 0 by 1, with chunks_per_token chunks.
+  // The canonicalizer drops the chunk dimension when there is one chunk.
+  bool hasChunkLoop = loop.getNumLoops() == 2;
+  if (!hasChunkLoop && !(loop.getNumLoops() == 1 && chunks == 1))
+    return loop.emitError() << "expected a 2-d scf.parallel over (token, "
+                               "chunk), got "
+                            << loop.getNumLoops() << " induction variables";
+  auto isConst = [](Value v, int64_t want) {
+    std::optional<int64_t> c = getConstantIntValue(v);
+    return c && *c == want;
+  };
+  for (unsigned d = 0, e = loop.getNumLoops(); d < e; ++d)
+    if (!isConst(loop.getLowerBound()[d], 0) || !isConst(loop.getStep()[d], 1))
+      return loop.emitError("a kv loop nest runs from 0 by 1");
+  if (hasChunkLoop && !isConst(loop.getUpperBound()[1], chunks))
+    return loop.emitError() << "the chunk loop's bound must be the constant "
+                               "chunks_per_token = "
+                            << chunks;
+  if (loop.getUpperBound()[0].getParentBlock() == loop.getBody())
+    return loop.emitError("the token bound must be defined before the loop");
 
   OpBuilder builder = OpBuilder::atBlockEnd(gpuModule.getBody());
   auto kernel = gpu::GPUFuncOp::create(builder, func.getLoc(), func.getName(),
@@ -92,7 +117,8 @@ static LogicalResult mapToKernel(func::FuncOp func,
     chunk = chunkLoop.getInductionVar();
   }
   map.map(loop.getInductionVars()[0], token);
-  map.map(loop.getInductionVars()[1], chunk);
+  if (hasChunkLoop)
+    map.map(loop.getInductionVars()[1], chunk);
   for (Operation &op : loop.getBody()->without_terminator())
     b.clone(op, map);
 
@@ -107,9 +133,15 @@ struct KVLoopsToGPUPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> funcs;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func->hasAttr(kLaunchAttrName))
+    // A kv loop nest is a function whose parameters carry kv.name (kv-to-loops
+    // writes both); one without its launch geometry is an error, not skipped.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      bool named = false;
+      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+        named |= static_cast<bool>(func.getArgAttr(i, "kv.name"));
+      if (func->hasAttr(kLaunchAttrName) || named)
         funcs.push_back(func);
+    }
     if (funcs.empty())
       return;
 
@@ -118,11 +150,13 @@ struct KVLoopsToGPUPass
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     auto gpuModule =
         gpu::GPUModuleOp::create(builder, module.getLoc(), "kv_kernels");
-    for (func::FuncOp func : funcs) {
-      if (failed(mapToKernel(func, gpuModule)))
-        return signalPassFailure();
+    bool ok = true;
+    for (func::FuncOp func : funcs)
+      ok &= succeeded(mapToKernel(func, gpuModule));
+    if (!ok)
+      return signalPassFailure();
+    for (func::FuncOp func : funcs)
       func.erase();
-    }
   }
 };
 } // namespace

@@ -280,16 +280,9 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
   auto func = func::FuncOp::create(builder, loc, plan.name,
                                    builder.getFunctionType(types, {}));
   // The launch geometry travels with the loop nest to the GPU mapping.
-  func->setAttr(
-      kLaunchAttrName,
-      builder.getDictionaryAttr({
-          builder.getNamedAttr("threads_x",
-                               builder.getI64IntegerAttr(plan.threadsX)),
-          builder.getNamedAttr("tokens_per_block",
-                               builder.getI64IntegerAttr(plan.tokensPerBlock)),
-          builder.getNamedAttr("chunks_per_token",
-                               builder.getI64IntegerAttr(plan.chunksPerToken)),
-      }));
+  func->setAttr(kLaunchAttrName,
+                kv::LaunchAttr::get(builder.getContext(), plan.threadsX,
+                                    plan.tokensPerBlock, plan.chunksPerToken));
   for (auto [i, param] : llvm::enumerate(params))
     func.setArgAttr(i, "kv.name", builder.getStringAttr(abi::paramName(param)));
 

@@ -102,9 +102,11 @@ Value kvgen::emitAbsMaxFinite(ImplicitLocOpBuilder &b, Value x, Value acc) {
       b, arith::CmpFPredicate::OLT, abs,
       f32Const(b, type, std::numeric_limits<float>::infinity()));
   Value a = arith::SelectOp::create(b, finite, abs, f32Const(b, type, 0));
+  // Nothing here is NaN, so maximumf (max.NaN.f32 on the GPU) is maxnum;
+  // the GPU lowering would call libdevice for a scalar maxnumf.
   if (isa<VectorType>(type))
-    a = vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, a);
-  return arith::MaxNumFOp::create(b, a, acc);
+    a = vector::ReductionOp::create(b, vector::CombiningKind::MAXIMUMF, a);
+  return arith::MaximumFOp::create(b, a, acc);
 }
 
 Value kvgen::emitDynamicScale(ImplicitLocOpBuilder &b, Value amax,

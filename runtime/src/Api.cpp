@@ -12,13 +12,23 @@
 #include "Bundle.h"
 #include "Status.h"
 
+#include <cstring>
+
 using namespace kvrt::impl;
 
 extern "C" {
 
 const char *kvrt_last_error(void) { return lastErrorMessage(); }
 
-const char *kvrt_status_name(kvrt_status status) { return statusName(status); }
+const char *kvrt_status_name(kvrt_status status) {
+  // Read as its bits: a C caller may pass any int, and loading one outside
+  // the enum's range as a kvrt_status is undefined in C++.
+  static_assert(sizeof(kvrt_status) == sizeof(int),
+                "kvrt_status is an int-sized C enum");
+  int code = 0;
+  std::memcpy(&code, &status, sizeof(code));
+  return statusName(code);
+}
 
 kvrt_status kvrt_bundle_load_file(const char *path, kvrt_bundle **out) {
   return guarded([&] { return loadBundleFile(path, out); });

@@ -166,13 +166,21 @@ static Status findOperation(const Manifest &manifest, KernelKind kind,
                     quote(name).c_str());
 }
 
-static Status checkVariant(kvrt_variant variant) {
-  if (variant == KVRT_VARIANT_AUTO || variant == KVRT_VARIANT_VECTOR ||
-      variant == KVRT_VARIANT_SCALAR)
-    return Status();
-  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                    "variant: %d is not a kvrt_variant",
-                    static_cast<int>(variant));
+/// The caller's variant (AUTO where `field` is NULL), read as its bits: a C
+/// caller may store any int there, and loading a value outside the enum's
+/// range as a kvrt_variant is undefined in C++.
+static Status readVariant(const kvrt_variant *field, kvrt_variant *out) {
+  static_assert(sizeof(kvrt_variant) == sizeof(int),
+                "kvrt_variant is an int-sized C enum");
+  int raw = KVRT_VARIANT_AUTO;
+  if (field)
+    std::memcpy(&raw, field, sizeof(raw));
+  if (raw != KVRT_VARIANT_AUTO && raw != KVRT_VARIANT_VECTOR &&
+      raw != KVRT_VARIANT_SCALAR)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                      "variant: %d is not a kvrt_variant", raw);
+  *out = static_cast<kvrt_variant>(raw);
+  return Status();
 }
 
 /// Picks the manifest kernel to run. On the host a variant is available only
@@ -263,13 +271,14 @@ static Status run(kvrt_bundle &bundle, const LaunchPlan &plan,
 
 template <typename Args, typename Planner>
 static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
-                         kvrt_variant variant, kvrt_stream stream,
+                         const kvrt_variant *variantField, kvrt_stream stream,
                          Planner planner) {
   if (!bundle)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
   if (!args)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "args: is NULL");
-  KVRT_RETURN_IF_ERROR(checkVariant(variant));
+  kvrt_variant variant = KVRT_VARIANT_AUTO;
+  KVRT_RETURN_IF_ERROR(readVariant(variantField, &variant));
   const Operation *operation = nullptr;
   KVRT_RETURN_IF_ERROR(
       findOperation(bundle->manifest, kind, args->kernel, &operation));
@@ -296,28 +305,25 @@ static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
 Status append(kvrt_bundle *bundle, const kvrt_append_args *args,
               kvrt_stream stream) {
   return launchKind(bundle, args, KernelKind::Append,
-                    args ? args->variant : KVRT_VARIANT_AUTO, stream,
-                    planAppend);
+                    args ? &args->variant : nullptr, stream, planAppend);
 }
 
 Status buildSlotMapping(kvrt_bundle *bundle, const kvrt_slot_mapping_args *args,
                         kvrt_stream stream) {
-  return launchKind(bundle, args, KernelKind::SlotMapping, KVRT_VARIANT_AUTO,
-                    stream, planSlotMapping);
+  return launchKind(bundle, args, KernelKind::SlotMapping, nullptr, stream,
+                    planSlotMapping);
 }
 
 Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
                    kvrt_stream stream) {
   return launchKind(bundle, args, KernelKind::FusedAppend,
-                    args ? args->variant : KVRT_VARIANT_AUTO, stream,
-                    planFusedAppend);
+                    args ? &args->variant : nullptr, stream, planFusedAppend);
 }
 
 Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
               kvrt_stream stream) {
   return launchKind(bundle, args, KernelKind::Gather,
-                    args ? args->variant : KVRT_VARIANT_AUTO, stream,
-                    planGather);
+                    args ? &args->variant : nullptr, stream, planGather);
 }
 
 } // namespace kvrt::impl

@@ -117,7 +117,7 @@ kvrt_status publishNoThrow(kvrt_status code, const char *message) noexcept {
   return code;
 }
 
-const char *statusName(kvrt_status code) {
+const char *statusName(int code) {
   switch (code) {
   case KVRT_SUCCESS:
     return "KVRT_SUCCESS";

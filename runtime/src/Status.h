@@ -73,7 +73,7 @@ kvrt_status publish(const Status &status);
 const char *lastErrorMessage();
 
 /// The name of a status code ("KVRT_ERROR_INVALID_BUNDLE").
-const char *statusName(kvrt_status code);
+const char *statusName(int code);
 
 /// Publishes `code` with a fixed message, allocating as little as it can:
 /// for the paths where an allocation just failed.

@@ -10,9 +10,15 @@ int kvrtCHeaderLoads(const char *json, size_t size) {
   kvrt_status status = kvrt_bundle_load_memory(json, size, &bundle);
   int kernels = status == KVRT_SUCCESS ? (int)kvrt_bundle_num_kernels(bundle)
                                        : -(int)status;
-  kvrt_append_args args = {
-      NULL, NULL, NULL, NULL, NULL, NULL, KVRT_VARIANT_AUTO};
+  kvrt_append_args args = {NULL, NULL, NULL, NULL, NULL, NULL,
+                           KVRT_VARIANT_AUTO, NULL, NULL, NULL, NULL};
   (void)args;
   kvrt_bundle_destroy(bundle);
   return kernels;
+}
+
+/* Any int, as a C caller may pass it (C++ cannot form an enum value outside
+ * the enum's range). */
+const char *kvrtCStatusName(int code) {
+  return kvrt_status_name((kvrt_status)code);
 }

@@ -2,8 +2,15 @@
 
 #include "FakeCuda.h"
 
+// The driver's own types (as kvrt declares them): kvrt calls these through
+// pointers of exactly these types, and a call through a pointer of another
+// function type is undefined (UBSan's -fsanitize=function catches it).
+#include "CudaTypes.h"
+
 #include <cstdio>
 #include <cstring>
+
+using namespace kvrt::impl::cuda;
 
 namespace {
 struct Function {
@@ -36,33 +43,34 @@ void fake_cuda_reset(void) {
   numFunctions = 0;
 }
 
-int cuGetErrorName(int error, const char **out) {
+CUresult cuGetErrorName(CUresult error, const char **out) {
   *out = error == 0     ? "CUDA_SUCCESS"
          : error == 218 ? "CUDA_ERROR_INVALID_PTX"
          : error == 100 ? "CUDA_ERROR_NO_DEVICE"
                         : "CUDA_ERROR_FAKE";
   return 0;
 }
-int cuGetErrorString(int, const char **out) {
+CUresult cuGetErrorString(CUresult, const char **out) {
   *out = "fake driver error";
   return 0;
 }
-int cuInit(unsigned) { return state.initResult; }
-int cuDriverGetVersion(int *version) {
+CUresult cuInit(unsigned int) { return state.initResult; }
+CUresult cuDriverGetVersion(int *version) {
   *version = 13000;
   return 0;
 }
-int cuDeviceGet(int *device, int ordinal) {
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   if (ordinal < 0 || ordinal >= state.deviceCount)
     return 101; // CUDA_ERROR_INVALID_DEVICE
   *device = ordinal;
   return 0;
 }
-int cuDeviceGetCount(int *count) {
+CUresult cuDeviceGetCount(int *count) {
   *count = state.deviceCount;
   return 0;
 }
-int cuDeviceGetAttribute(int *value, int attribute, int) {
+CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
+                              CUdevice) {
   if (attribute == 75)
     *value = state.computeMajor;
   else if (attribute == 76)
@@ -71,48 +79,49 @@ int cuDeviceGetAttribute(int *value, int attribute, int) {
     return 1;
   return 0;
 }
-int cuCtxGetCurrent(void **context) {
-  *context = state.current;
+CUresult cuCtxGetCurrent(CUcontext *context) {
+  *context = static_cast<CUcontext>(state.current);
   return 0;
 }
-int cuCtxGetDevice(int *device) {
+CUresult cuCtxGetDevice(CUdevice *device) {
   if (!state.current)
     return 201;
   *device = deviceOf(state.current);
   return 0;
 }
-int cuCtxSetCurrent(void *context) {
+CUresult cuCtxSetCurrent(CUcontext context) {
   state.current = context;
   return 0;
 }
-int cuCtxPushCurrent_v2(void *context) {
+CUresult cuCtxPushCurrent_v2(CUcontext context) {
   ++state.pushes;
   contextStack[stackDepth++] = state.current;
   state.current = context;
   return 0;
 }
-int cuCtxPopCurrent_v2(void **context) {
+CUresult cuCtxPopCurrent_v2(CUcontext *context) {
   ++state.pops;
   if (context)
-    *context = state.current;
+    *context = static_cast<CUcontext>(state.current);
   state.current = stackDepth > 0 ? contextStack[--stackDepth] : nullptr;
   return 0;
 }
-int cuDevicePrimaryCtxRetain(void **context, int device) {
+CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
   ++state.primaryRetains;
-  *context = &primaryContexts[device];
+  *context = reinterpret_cast<CUcontext>(&primaryContexts[device]);
   return 0;
 }
-int cuDevicePrimaryCtxRelease_v2(int) {
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) {
   ++state.primaryReleases;
   return 0;
 }
-int cuCtxGetId(void *context, unsigned long long *id) {
+CUresult cuCtxGetId(CUcontext context, unsigned long long *id) {
   *id = reinterpret_cast<uintptr_t>(context) + state.contextIdOffset;
   return 0;
 }
-int cuModuleLoadDataEx(void **module, const void *image, unsigned count,
-                       int *options, void **values) {
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
+                            unsigned int count, CUjit_option *options,
+                            void **values) {
   ++state.moduleLoads;
   state.lastLoadContext = state.current;
   state.lastImageKind = std::memcmp(image,
@@ -132,28 +141,29 @@ int cuModuleLoadDataEx(void **module, const void *image, unsigned count,
     }
     return state.loadResult;
   }
-  *module = &modules[state.moduleLoads % 64];
+  *module = reinterpret_cast<CUmodule>(&modules[state.moduleLoads % 64]);
   return 0;
 }
-int cuModuleGetFunction(void **function, void *, const char *name) {
+CUresult cuModuleGetFunction(CUfunction *function, CUmodule, const char *name) {
   ++state.functionLookups;
   if (std::strcmp(name, state.missingFunction) == 0)
     return 500;
   Function &entry = functions[numFunctions++ % 256];
   std::snprintf(entry.name, sizeof(entry.name), "%s", name);
-  *function = &entry;
+  *function = reinterpret_cast<CUfunction>(&entry);
   return 0;
 }
-int cuModuleUnload(void *) {
+CUresult cuModuleUnload(CUmodule) {
   ++state.moduleUnloads;
   return 0;
 }
-int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
-                   unsigned bx, unsigned by, unsigned bz, unsigned shared,
-                   void *stream, void **params, void **) {
+CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
+                        unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, CUstream stream, void **params,
+                        void **) {
   ++state.launches;
   std::snprintf(state.lastFunction, sizeof(state.lastFunction), "%s",
-                static_cast<Function *>(function)->name);
+                reinterpret_cast<Function *>(function)->name);
   state.grid[0] = gx, state.grid[1] = gy, state.grid[2] = gz;
   state.block[0] = bx, state.block[1] = by, state.block[2] = bz;
   state.sharedBytes = shared;
@@ -163,8 +173,9 @@ int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
     std::memcpy(&state.params[i], params[i], sizeof(int64_t));
   return 0;
 }
-int cuPointerGetAttributes(unsigned count, int *attributes, void **data,
-                           unsigned long long pointer) {
+CUresult cuPointerGetAttributes(unsigned int count,
+                                CUpointer_attribute *attributes, void **data,
+                                CUdeviceptr pointer) {
   ++state.pointerQueries;
   if (state.pointerResult)
     return state.pointerResult;
@@ -181,15 +192,15 @@ int cuPointerGetAttributes(unsigned count, int *attributes, void **data,
   return 0;
 }
 
-int cuMemcpyDtoHAsync_v2(void *destination, unsigned long long source,
-                         size_t bytes, void *stream) {
+CUresult cuMemcpyDtoHAsync_v2(void *destination, CUdeviceptr source,
+                              size_t bytes, CUstream stream) {
   ++state.copies;
   state.copyStream = stream;
   state.copyContext = state.current;
   std::memcpy(destination, reinterpret_cast<const void *>(source), bytes);
   return 0;
 }
-int cuStreamSynchronize(void *) {
+CUresult cuStreamSynchronize(CUstream) {
   ++state.synchronizes;
   return 0;
 }

@@ -11,12 +11,6 @@ Recorded &recorded() {
   return state;
 }
 
-// The parameter count per kind (docs/KERNEL-ABI.md): five per buffer plus
-// the scalars.
-static constexpr int kAppendParams = 5 * 5 + 16;
-static constexpr int kSlotMappingParams = 4 * 5 + 4;
-static constexpr int kFusedParams = 7 * 5 + 19;
-
 template <int Count, bool Vector> static void recorder(void **params) {
   Recorded &state = recorded();
   ++(Vector ? state.vectorCalls : state.scalarCalls);
@@ -25,22 +19,52 @@ template <int Count, bool Vector> static void recorder(void **params) {
     std::memcpy(&state.params[i], params[i], sizeof(int64_t));
 }
 
+template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
+  // Every count a kind has (docs/KERNEL-ABI.md): five per buffer plus the
+  // scalars, unquantized and with two scale buffers.
+  switch (count) {
+  case 4 * 5 + 4: // slot_mapping
+    return recorder<4 * 5 + 4, Vector>;
+  case 5 * 5 + 16: // append, gather
+    return recorder<5 * 5 + 16, Vector>;
+  case 7 * 5 + 16: // quantized append, gather
+    return recorder<7 * 5 + 16, Vector>;
+  case 7 * 5 + 19: // fused_append
+    return recorder<7 * 5 + 19, Vector>;
+  case 9 * 5 + 19: // quantized fused_append
+    return recorder<9 * 5 + 19, Vector>;
+  }
+  return nullptr;
+}
+
+/// Five parameters per buffer, one per scalar, from the manifest's list.
+static int parameterCount(const json &params) {
+  static const char *const kScalarPrefixes[] = {"num_", "max_",
+                                                "block_table_"
+                                                "stride"};
+  int count = 0;
+  for (const json &param : params) {
+    std::string name = param.get<std::string>();
+    bool scalar = name.find("_stride_") != std::string::npos;
+    for (const char *prefix : kScalarPrefixes)
+      scalar |= name.rfind(prefix, 0) == 0;
+    count += scalar ? 1 : 5;
+  }
+  return count;
+}
+
 void registerRecorders(kvrt_bundle *bundle, bool vector, bool scalar) {
   for (size_t i = 0, e = kvrt_bundle_num_kernels(bundle); i < e; ++i) {
-    std::string kind = kvrt_bundle_kernel_kind(bundle, i);
     bool isVector =
         std::string(kvrt_bundle_kernel_variant(bundle, i)) == "vector";
     if ((isVector && !vector) || (!isVector && !scalar))
       continue;
-    kvrt_host_kernel fn = nullptr;
-    if (kind == "append")
-      fn = isVector ? recorder<kAppendParams, true>
-                    : recorder<kAppendParams, false>;
-    else if (kind == "slot_mapping")
-      fn = recorder<kSlotMappingParams, false>;
-    else
-      fn = isVector ? recorder<kFusedParams, true>
-                    : recorder<kFusedParams, false>;
+    json entry = json::parse(kvrt_bundle_kernel_manifest(bundle, i));
+    int count = parameterCount(entry["params"]);
+    kvrt_host_kernel fn =
+        isVector ? recorderFor<true>(count) : recorderFor<false>(count);
+    if (!fn)
+      std::abort(); // a kind this helper does not know: fix the table
     kvrt_bundle_set_host_kernel(bundle, kvrt_bundle_kernel_name(bundle, i), fn);
   }
 }

@@ -23,41 +23,62 @@ namespace kvrt::test {
 
 using json = nlohmann::json;
 
-inline std::vector<std::string> appendStrides() {
-  return {"key_stride_token",         "key_stride_head",
-          "key_stride_dim",           "value_stride_token",
-          "value_stride_head",        "value_stride_dim",
-          "key_cache_stride_block",   "key_cache_stride_head",
+inline std::vector<std::string> sourceStrides() {
+  return {"key_stride_token",   "key_stride_head",   "key_stride_dim",
+          "value_stride_token", "value_stride_head", "value_stride_dim"};
+}
+
+inline std::vector<std::string> cacheStrides() {
+  return {"key_cache_stride_block",   "key_cache_stride_head",
           "key_cache_stride_pos",     "key_cache_stride_dim",
           "value_cache_stride_block", "value_cache_stride_head",
           "value_cache_stride_pos",   "value_cache_stride_dim"};
 }
 
-inline std::vector<std::string> paramsFor(const std::string &kind) {
+inline std::vector<std::string> appendStrides() {
+  std::vector<std::string> strides = sourceStrides();
+  for (const std::string &stride : cacheStrides())
+    strides.push_back(stride);
+  return strides;
+}
+
+/// The parameter list of docs/KERNEL-ABI.md; `mode` is "" (unquantized),
+/// "static" or "dynamic".
+inline std::vector<std::string> paramsFor(const std::string &kind,
+                                          const std::string &mode = "") {
+  std::vector<std::string> scales;
+  if (mode == "static")
+    scales = {"key_scale", "value_scale"};
+  else if (mode == "dynamic")
+    scales = {"key_scale_cache", "value_scale_cache"};
   std::vector<std::string> params;
+  auto add = [&](std::vector<std::string> names) {
+    for (const std::string &name : names)
+      params.push_back(name);
+  };
   if (kind == "append") {
-    params = {"key",         "value",      "slot_mapping", "key_cache",
-              "value_cache", "num_tokens", "num_blocks"};
+    add({"key", "value", "slot_mapping", "key_cache", "value_cache"});
+    add(scales);
+    add({"num_tokens", "num_blocks"});
+    add(appendStrides());
   } else if (kind == "slot_mapping") {
-    return {"block_table",        "query_start_loc",   "context_lens",
-            "slot_mapping",       "num_tokens",        "num_reqs",
-            "block_table_stride", "max_blocks_per_req"};
+    add({"block_table", "query_start_loc", "context_lens", "slot_mapping",
+         "num_tokens", "num_reqs", "block_table_stride", "max_blocks_per_req"});
+  } else if (kind == "gather") {
+    add({"key_cache", "value_cache", "slot_mapping", "key_out", "value_out"});
+    add(scales);
+    add({"num_tokens", "num_blocks", "key_out_stride_token",
+         "key_out_stride_head", "key_out_stride_dim", "value_out_stride_token",
+         "value_out_stride_head", "value_out_stride_dim"});
+    add(cacheStrides());
   } else {
-    params = {"key",
-              "value",
-              "block_table",
-              "query_start_loc",
-              "context_lens",
-              "key_cache",
-              "value_cache",
-              "num_tokens",
-              "num_blocks",
-              "num_reqs",
-              "block_table_stride",
-              "max_blocks_per_req"};
+    add({"key", "value", "block_table", "query_start_loc", "context_lens",
+         "key_cache", "value_cache"});
+    add(scales);
+    add({"num_tokens", "num_blocks", "num_reqs", "block_table_stride",
+         "max_blocks_per_req"});
+    add(appendStrides());
   }
-  for (const std::string &stride : appendStrides())
-    params.push_back(stride);
   return params;
 }
 
@@ -69,16 +90,26 @@ struct CacheConfig {
   int64_t x = 8;
   std::string dtype = "bf16";
   std::string source = "bf16";
+  /// gather's output_dtype.
+  std::string output = "bf16";
+  /// cache.quant, where `quant` is not empty.
+  std::string quant;
+  std::string granularity = "per_tensor";
+  std::string mode = "static";
+  /// Whether standardBundle adds a gather description ("kv_gather").
+  bool gather = false;
 };
 
 inline json kernelJson(const std::string &name, const std::string &kind,
                        const std::string &variant,
                        const CacheConfig &config = CacheConfig()) {
-  json kernel = {{"name", name},
-                 {"kind", kind},
-                 {"variant", variant},
-                 {"description", "kv." + kind + " @" + name},
-                 {"params", paramsFor(kind)}};
+  json kernel = {
+      {"name", name},
+      {"kind", kind},
+      {"variant", variant},
+      {"description", "kv." + kind + " @" + name},
+      {"params",
+       paramsFor(kind, config.quant.empty() ? std::string() : config.mode)}};
   if (kind == "slot_mapping") {
     kernel["launch"] = {{"threads_x", 1}, {"tokens_per_block", 256}};
     return kernel;
@@ -93,8 +124,16 @@ inline json kernelJson(const std::string &name, const std::string &kind,
     cache["block_size"] = config.blockSize;
   if (config.layout == "vllm_vectorized")
     cache["x"] = config.x;
+  if (!config.quant.empty())
+    cache["quant"] = {{"kind", config.quant},
+                      {"granularity", config.granularity},
+                      {"mode", config.mode},
+                      {"reciprocal", false}};
   kernel["cache"] = cache;
-  kernel["source_dtype"] = config.source;
+  if (kind == "gather")
+    kernel["output_dtype"] = config.output;
+  else
+    kernel["source_dtype"] = config.source;
   bool vector = variant == "vector";
   kernel["alignment"] = vector ? 16 : 2;
   kernel["vector_elems"] = vector ? 8 : 1;
@@ -130,6 +169,9 @@ inline json standardBundle(const CacheConfig &config = CacheConfig(),
   kernels.push_back(kernelJson("kv_slots", "slot_mapping", "scalar"));
   for (json &kernel : describe("kv_fused", "fused_append", config))
     kernels.push_back(kernel);
+  if (config.gather)
+    for (json &kernel : describe("kv_gather", "gather", config))
+      kernels.push_back(kernel);
   return bundleJson(kernels, withPtx);
 }
 
@@ -149,6 +191,11 @@ inline DLDataType f16() { return {kDLFloat, 16, 1}; }
 inline DLDataType f32() { return {kDLFloat, 32, 1}; }
 inline DLDataType i32() { return {kDLInt, 32, 1}; }
 inline DLDataType i64() { return {kDLInt, 64, 1}; }
+inline DLDataType i8() { return {kDLInt, 8, 1}; }
+inline DLDataType u8() { return {kDLUInt, 8, 1}; }
+/// DLPack 1.1's float8 codes.
+inline DLDataType f8e4m3() { return {10, 8, 1}; }
+inline DLDataType f8e5m2() { return {12, 8, 1}; }
 
 /// A DLTensor over its own (or a shared) 256-byte-aligned host buffer.
 class HostTensor {

@@ -34,7 +34,11 @@ TEST_F(LaunchTest, NullBundleOrArgs) {
 }
 
 TEST_F(LaunchTest, VariantOutOfRange) {
-  expectRefused(append(static_cast<kvrt_variant>(7)),
+  // As a C caller can store it: an enum value outside kvrt_variant.
+  kvrt_append_args args = appendArgs();
+  int seven = 7;
+  std::memcpy(&args.variant, &seven, sizeof(seven));
+  expectRefused(kvrt_append(bundle.get(), &args, nullptr),
                 KVRT_ERROR_INVALID_ARGUMENT,
                 {"variant: 7 is not a kvrt_variant"});
 }

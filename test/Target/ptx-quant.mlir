@@ -301,3 +301,20 @@ kv.gather @gather_fp8_e5m2 : !kv.cache<layout = paged_nhd, block_size = 16,
 kv.gather @gather_int8 : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 4, head_dim = 64, dtype = i8,
     quant = #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic>> to bf16
+// The fused append computes the slot and then quantizes the same way.
+// CHECK-LABEL: .visible .entry fused_e4m3_dynamic(
+// CHECK: div.rn.f32
+// CHECK: st.global.b32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-LABEL: .visible .entry fused_e4m3_dynamic_scalar(
+kv.fused_append @fused_e4m3_dynamic : !kv.cache<layout = dual_stacked,
+    block_size = 528, num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_token_head, mode = dynamic>> from f16
+
+// A gather out of the vllm_vectorized layout (x = 16 fp8 elements).
+// CHECK-LABEL: .visible .entry gather_vllm_e5m2(
+// CHECK: mul.rn.f32
+// CHECK-LABEL: .visible .entry gather_vllm_e5m2_scalar(
+kv.gather @gather_vllm_e5m2 : !kv.cache<layout = vllm_vectorized,
+    block_size = 16, num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
+    quant = #kv.quant<kind = fp8_e5m2, granularity = per_head, mode = static>> to f32

@@ -118,6 +118,18 @@ public:
                      kvrt_stream stream = nullptr) {
     return Status::fromCode(kvrt_fused_append(bundle, &args, stream));
   }
+  Status gather(const kvrt_gather_args &args, kvrt_stream stream = nullptr) {
+    return Status::fromCode(kvrt_gather(bundle, &args, stream));
+  }
+  /// Checked mode (kvrt_bundle_set_checked): a debugging aid.
+  Status setChecked(bool enabled) {
+    return Status::fromCode(kvrt_bundle_set_checked(bundle, enabled ? 1 : 0));
+  }
+  /// Kernel `index`'s manifest entry as compact JSON; "" if out of range.
+  std::string kernelManifest(size_t index) const {
+    const char *text = kvrt_bundle_kernel_manifest(bundle, index);
+    return text ? text : "";
+  }
 
 private:
   kvrt_bundle *bundle = nullptr;

@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -201,6 +202,37 @@ protected:
 
 TEST_F(GpuTest, AppendWritesTheSlots) {
   CU(cuMemsetD8(keyCache->pointer, 0xA5, keyCache->bytes));
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  expectAppended();
+}
+
+TEST_F(GpuTest, CheckedModeRefusesADuplicateSlotAndWritesNothing) {
+  CU(cuMemsetD8(keyCache->pointer, 0xA5, keyCache->bytes));
+  ASSERT_EQ(kvrt_bundle_set_checked(bundle, 1), KVRT_SUCCESS);
+  hostSlots[7] = hostSlots[3];
+  CU(cuMemcpyHtoD(slots->pointer, hostSlots.data(), slots->bytes));
+  EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(),
+              HasSubstr("slot_mapping[7] = 10 is also used by token 3"));
+  std::vector<uint8_t> cache(keyCache->bytes);
+  CU(cuMemcpyDtoH(cache.data(), keyCache->pointer, keyCache->bytes));
+  EXPECT_TRUE(std::all_of(cache.begin(), cache.end(), [](uint8_t byte) {
+    return byte == 0xA5;
+  })) << "a refused launch wrote the cache";
+}
+
+TEST_F(GpuTest, CheckedModeRefusesASlotPastTheCache) {
+  ASSERT_EQ(kvrt_bundle_set_checked(bundle, 1), KVRT_SUCCESS);
+  hostSlots[2] = kBlocks * kBlockSize;
+  CU(cuMemcpyHtoD(slots->pointer, hostSlots.data(), slots->bytes));
+  EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("slot_mapping[2] = "));
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("is out of range"));
+}
+
+TEST_F(GpuTest, CheckedModeAppendsDistinctSlots) {
+  CU(cuMemsetD8(keyCache->pointer, 0xA5, keyCache->bytes));
+  ASSERT_EQ(kvrt_bundle_set_checked(bundle, 1), KVRT_SUCCESS);
   ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
   expectAppended();
 }

@@ -9,7 +9,7 @@
 // CHECK-SAME: %[[SLOTS:[^:]*]]: memref<?xi64> {kv.name = "slot_mapping"}
 // CHECK-SAME: %[[KCACHE:[^:]*]]: memref<?xbf16> {kv.name = "key_cache"}
 // CHECK-SAME: %[[NBLOCKS:[^:]*]]: i64 {kv.name = "num_blocks"}
-// CHECK-SAME: attributes {kv.launch = {chunks_per_token = 128 : i64, threads_x = 128 : i64, tokens_per_block = 1 : i64}}
+// CHECK-SAME: attributes {kv.launch = #kv.launch<threads_x = 128, tokens_per_block = 1, chunks_per_token = 128>}
 // CHECK: scf.parallel (%[[T:.*]], %[[C:.*]]) = (%c0, %c0) to (%{{.*}}, %c128)
 // CHECK-NOT: vector.load
 // CHECK: %[[SLOT:.*]] = memref.load %[[SLOTS]][%{{.*}}] {alignment = 8 : i64}
@@ -46,7 +46,7 @@ kv.append @contiguous : !kv.cache<layout = contiguous, max_seq_len = 1000,
 
 // f32 in, bf16 cache: 16-byte loads of 4 floats, truncated, 8-byte stores.
 // CHECK-LABEL: func.func @hnd_cast(
-// CHECK-SAME: kv.launch = {chunks_per_token = 16 : i64, threads_x = 16 : i64, tokens_per_block = 8 : i64}
+// CHECK-SAME: kv.launch = #kv.launch<threads_x = 16, tokens_per_block = 8, chunks_per_token = 16>
 // CHECK: %[[K:.*]] = vector.load {{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // CHECK: arith.truncf %[[K]] : vector<4xf32> to vector<4xbf16>
 // CHECK: vector.store {{.*}} {alignment = 8 : i64} : memref<?xbf16>, vector<4xbf16>

@@ -56,14 +56,14 @@ kv.append @int8_head_recip : !kv.cache<layout = contiguous, max_seq_len = 100,
 // goes to the scale cache at slot * H + head, a second loop stores.
 // CHECK-LABEL: func.func @int8_dyn(
 // CHECK-SAME: %[[KSC:[a-z0-9]+]]: memref<?xf32> {kv.name = "key_scale_cache"}
-// CHECK-SAME: kv.launch = {chunks_per_token = 8 : i64
+// CHECK-SAME: kv.launch = #kv.launch<threads_x = 8, tokens_per_block = 16, chunks_per_token = 8>
 // CHECK-DAG: %[[INF:.*]] = arith.constant dense<0x7F800000> : vector<8xf32>
 // CHECK: scf.parallel ({{.*}}) = ({{.*}}) to ({{.*}}, %c8)
 // CHECK: scf.if
 // CHECK: %[[AMAX:.*]]:2 = scf.for {{.*}} iter_args
 // CHECK: arith.cmpf olt, %{{.*}}, %[[INF]]
-// CHECK: vector.reduction <maxnumf>
-// CHECK: arith.maxnumf
+// CHECK: vector.reduction <maximumf>
+// CHECK: arith.maximumf
 // CHECK: scf.yield
 // CHECK: %[[KSCALE:.*]] = arith.divf %[[AMAX]]#0, %cst
 // CHECK: %[[POS:.*]] = arith.cmpf ogt, %[[AMAX]]#0
@@ -78,7 +78,7 @@ kv.append @int8_dyn : !kv.cache<layout = paged_nhd, block_size = 16,
 
 // Dynamic per token: one iteration per token.
 // CHECK-LABEL: func.func @fp8_dyn_token(
-// CHECK-SAME: kv.launch = {chunks_per_token = 1 : i64, threads_x = 1 : i64, tokens_per_block = 128 : i64}
+// CHECK-SAME: kv.launch = #kv.launch<threads_x = 1, tokens_per_block = 128, chunks_per_token = 1>
 kv.fused_append @fp8_dyn_token : !kv.cache<layout = vllm_vectorized,
     block_size = 16, num_kv_heads = 2, head_dim = 64, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = dynamic>> from bf16

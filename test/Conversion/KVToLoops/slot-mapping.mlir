@@ -5,7 +5,7 @@
 // CHECK-SAME: %[[QSL:[^:]*]]: memref<?xi32> {kv.name = "query_start_loc"}
 // CHECK-SAME: %[[CTX:[^:]*]]: memref<?xi32> {kv.name = "context_lens"}
 // CHECK-SAME: %[[OUT:[^:]*]]: memref<?xi64> {kv.name = "slot_mapping"}
-// CHECK-SAME: kv.launch = {chunks_per_token = 1 : i64, threads_x = 1 : i64, tokens_per_block = 256 : i64}
+// CHECK-SAME: kv.launch = #kv.launch<threads_x = 1, tokens_per_block = 256, chunks_per_token = 1>
 // Tokens past query_start_loc[num_reqs] are padding: slot -1.
 // CHECK: memref.load %[[QSL]]
 // CHECK: scf.if %{{.*}} -> (i64)

@@ -124,6 +124,40 @@ LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// LaunchAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 int64_t threadsX, int64_t tokensPerBlock,
+                                 int64_t chunksPerToken) {
+  if (threadsX <= 0 || tokensPerBlock <= 0 || chunksPerToken <= 0)
+    return emitError() << "threads_x, tokens_per_block and chunks_per_token "
+                          "must be positive, got "
+                       << threadsX << ", " << tokensPerBlock << ", "
+                       << chunksPerToken;
+  // A CUDA block holds at most 1024 threads (docs/CONTRACT.md, "Limits").
+  if (threadsX * tokensPerBlock > 1024)
+    return emitError() << "a block of threads_x * tokens_per_block = "
+                       << threadsX * tokensPerBlock
+                       << " threads is over the limit of 1024";
+  if (threadsX > chunksPerToken)
+    return emitError() << "threads_x " << threadsX
+                       << " is more than chunks_per_token " << chunksPerToken
+                       << ": threads would have no chunk";
+  return success();
+}
+
+LogicalResult KVDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attr) {
+  if (attr.getName() == "kv.launch" && !isa<LaunchAttr>(attr.getValue()))
+    return op->emitError() << "'kv.launch' must be a #kv.launch<threads_x = "
+                              "..., tokens_per_block = ..., chunks_per_token "
+                              "= ...>, got "
+                           << attr.getValue();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // CacheType
 //===----------------------------------------------------------------------===//
 

@@ -91,4 +91,23 @@ def KV_QuantAttr : KV_Attr<"Quant", "quant"> {
   }];
 }
 
+def KV_LaunchAttr : KV_Attr<"Launch", "launch"> {
+  let summary = "The launch geometry of a kv kernel";
+  let description = [{
+    Carried by each function kv-to-loops makes (as `kv.launch`) to
+    kv-loops-to-gpu and recorded in the bundle: a block is `threads_x` x
+    `tokens_per_block` threads, thread `(tx, ty)` handles token `block *
+    tokens_per_block + ty` and the chunks `tx, tx + threads_x, ...` below
+    `chunks_per_token` (docs/KERNEL-ABI.md, "Launch geometry").
+
+    ```mlir
+    #kv.launch<threads_x = 128, tokens_per_block = 1, chunks_per_token = 128>
+    ```
+  }];
+  let parameters = (ins "int64_t":$threads_x, "int64_t":$tokens_per_block,
+                        "int64_t":$chunks_per_token);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // KVGEN_DIALECT_KV_IR_KVATTRS_TD

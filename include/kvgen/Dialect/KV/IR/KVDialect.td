@@ -24,6 +24,8 @@ def KV_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  // `kv.launch` on a function must be a #kv.launch.
+  let hasOperationAttrVerify = 1;
 }
 
 class KV_Op<string mnemonic, list<Trait> traits = []>
