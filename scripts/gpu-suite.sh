@@ -10,6 +10,9 @@
 #   3. the same under compute-sanitizer --tool racecheck (reduced matrix)
 #   4. the runtime examples, if built (BUILD_DIR/bin/paged_append,
 #      BUILD_DIR/bin/kvrt-example*), on the bundles in BUILD_DIR/bundles
+#   5. test/gpu/torch_fp8_bitexact.py: the fp8 e4m3 append bit for bit
+#      against PyTorch's float8 conversion (skipped, not failed, without
+#      python3 and torch)
 #
 # BUILD_DIR (default: build) must hold bin/kvgen-gpu-suite,
 # bin/conformance-matrix.bundle.json and lib/libkvrt.so* (the runtime
@@ -19,9 +22,10 @@
 #   KVGEN_GPU_BUNDLE            another bundle
 #   GPU_SUITE_SANITIZERS=0      skip steps 2 and 3
 #   GPU_SUITE_TIMEOUT=S         limit of step 1 (default 300 s)
-#   GPU_SUITE_SANITIZER_TIMEOUT=S   limit of steps 2 and 3 each (default 120 s)
+#   GPU_SUITE_SANITIZER_TIMEOUT=S   limit of steps 2 and 3 each (default 180 s)
 #   GPU_SUITE_SANITIZER_FULL=1  the whole matrix under the sanitizers too
 #   GPU_SUITE_EXAMPLE_TIMEOUT=S     limit of each example (default 60 s)
+#   GPU_SUITE_PYTHON=python3    the interpreter of step 5 (with torch)
 #   GPU_SUITE_ARGS="..."        extra arguments for every suite run
 #   KVRT_EXAMPLE_BUNDLES="a b"  bundles for the runtime examples
 #
@@ -38,7 +42,7 @@ mkdir -p "$logs"
 suite=$build/bin/kvgen-gpu-suite
 bundle=${KVGEN_GPU_BUNDLE:-$build/bin/conformance-matrix.bundle.json}
 suite_timeout=${GPU_SUITE_TIMEOUT:-300}
-sanitizer_timeout=${GPU_SUITE_SANITIZER_TIMEOUT:-120}
+sanitizer_timeout=${GPU_SUITE_SANITIZER_TIMEOUT:-180}
 sanitizer_matrix=--reduced
 [[ ${GPU_SUITE_SANITIZER_FULL:-0} != 0 ]] && sanitizer_matrix=
 extra=${GPU_SUITE_ARGS:-}
@@ -152,6 +156,20 @@ if [[ $suite_rc -ne 77 ]]; then
     # does not turn the run into "no device".
     [[ $? -eq 77 ]] && skipped=0
   done
+fi
+
+if [[ $suite_rc -ne 77 ]]; then
+  python=${GPU_SUITE_PYTHON:-python3}
+  torch_test=$(dirname "$0")/../test/gpu/torch_fp8_bitexact.py
+  libkvrt=$(ls "$build"/lib/libkvrt.so* 2>/dev/null | head -n 1)
+  if ! command -v "$python" >/dev/null; then
+    note SKIP "torch fp8 bit-exactness: no $python"
+  else
+    run_step "torch fp8" "$logs/torch-fp8.log" 300 \
+      "$python" "$torch_test" --libkvrt "$libkvrt" --bundle "$bundle"
+    # No torch there is noted, not a failure, and not "no device".
+    [[ $? -eq 77 ]] && skipped=0
+  fi
 fi
 
 {

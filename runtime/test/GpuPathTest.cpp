@@ -367,6 +367,47 @@ TEST_F(GpuPathTest, CheckedModeLaunchesDistinctSlots) {
   EXPECT_EQ(state->launches, 1);
 }
 
+TEST_F(GpuPathTest, QuantizedGatherPacksScalesInAbiOrder) {
+  CacheConfig config;
+  config.dtype = "f8e4m3";
+  config.quant = "fp8_e4m3";
+  config.gather = true;
+  reload(standardBundle(config));
+  HostTensor keyCache8 = HostTensor::compact(
+      {kDLUInt, 8, 1}, {kBlocks, kBlockSize, kHeads, kHeadDim});
+  HostTensor valueCache8 = HostTensor::compact(
+      {kDLUInt, 8, 1}, {kBlocks, kBlockSize, kHeads, kHeadDim});
+  HostTensor keyOut = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  HostTensor valueOut =
+      HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  HostTensor keyScale = HostTensor::compact(f32(), {1});
+  HostTensor valueScale = HostTensor::compact(f32(), {1});
+  for (HostTensor *tensor :
+       {&keyCache8, &valueCache8, &keyOut, &valueOut, &keyScale, &valueScale})
+    tensor->get()->device = {kDLCUDA, 0};
+  kvrt_gather_args args = {};
+  args.key_cache = keyCache8.get();
+  args.value_cache = valueCache8.get();
+  args.slot_mapping = slots.get();
+  args.key_out = keyOut.get();
+  args.value_out = valueOut.get();
+  args.key_scale = keyScale.get();
+  args.value_scale = valueScale.get();
+  state->paramsToRecord = 7 * 5 + 16;
+  ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_STREQ(state->lastFunction, "kv_gather");
+  // key_cache, value_cache, slot_mapping, key_out, value_out, key_scale,
+  // value_scale, then num_tokens and num_blocks.
+  EXPECT_EQ(state->params[3 * 5 + 1],
+            static_cast<int64_t>(reinterpret_cast<uintptr_t>(keyOut.data())));
+  EXPECT_EQ(
+      state->params[6 * 5 + 1],
+      static_cast<int64_t>(reinterpret_cast<uintptr_t>(valueScale.data())));
+  EXPECT_EQ(state->params[7 * 5], kTokens);
+  EXPECT_EQ(state->params[7 * 5 + 1], kBlocks);
+}
+
 TEST_F(GpuPathTest, UncheckedLaunchCopiesNothing) {
   ASSERT_EQ(appendOn(nullptr), KVRT_SUCCESS) << kvrt_last_error();
   EXPECT_EQ(state->copies, 0);

@@ -7,7 +7,8 @@
 // build time; by default next to this binary, or $KVGEN_GPU_BUNDLE), runs
 // every description's conformance cases through kvrt on device 0 (one gtest
 // test per description, Matrix.<name>), then the GPU-only tests (CUDA graph
-// capture and replay, caches past 2^32 elements). --reduced (or
+// capture and replay, caches past 2^32 elements, kvrt's checked mode turned
+// on by KVRT_CHECKED at load). --reduced (or
 // KVGEN_GPU_SUITE_REDUCED=1) runs the reduced matrix, for compute-sanitizer.
 //
 // Without a usable CUDA device it prints "SKIPPED: no CUDA device (...)" and
@@ -152,6 +153,7 @@ int main(int argc, char **argv) {
   }
   s.backend = backend.get();
   s.bundle = bundle;
+  s.bundlePath = bundlePath;
   s.matrix = conformanceMatrix();
 
   cudaDeviceProp prop{};

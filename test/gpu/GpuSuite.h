@@ -8,6 +8,7 @@
 #include "conformance/Conformance.h"
 #include "conformance/Description.h"
 
+#include <string>
 #include <vector>
 
 namespace kvgen::gpu {
@@ -15,6 +16,8 @@ namespace kvgen::gpu {
 struct Suite {
   CudaBackend *backend = nullptr;
   kvrt_bundle *bundle = nullptr;
+  /// Where `bundle` was loaded from (tests that load it again use it).
+  std::string bundlePath;
   /// The full matrix: the GPU-only tests look their descriptions up here.
   std::vector<conformance::Description> matrix;
   conformance::RunOptions options;

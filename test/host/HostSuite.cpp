@@ -12,6 +12,9 @@
 //                               README's main job)
 //   kvgen-host-suite --filter=S only descriptions whose name contains S
 //
+// The whole matrix runs, nothing sampled: 650 descriptions, 12340 cases,
+// about 2.5 minutes of one core (the JIT is 100 s of it).
+//
 //===----------------------------------------------------------------------===//
 
 #include "conformance/Backend.h"
@@ -127,9 +130,20 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
       continue;
     Description d;
     d.name = plan.name;
-    d.kind = plan.kind == KernelKind::Append        ? Kind::Append
-             : plan.kind == KernelKind::SlotMapping ? Kind::SlotMapping
-                                                    : Kind::FusedAppend;
+    switch (plan.kind) {
+    case KernelKind::Append:
+      d.kind = Kind::Append;
+      break;
+    case KernelKind::SlotMapping:
+      d.kind = Kind::SlotMapping;
+      break;
+    case KernelKind::FusedAppend:
+      d.kind = Kind::FusedAppend;
+      break;
+    case KernelKind::Gather:
+      d.kind = Kind::Gather;
+      break;
+    }
     auto layoutName = kv::stringifyLayoutKind(plan.cache.getLayout());
     for (Layout l : {Layout::Contiguous, Layout::PagedNHD, Layout::PagedHND,
                      Layout::VllmVectorized, Layout::DualStacked})
@@ -139,10 +153,29 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     d.numKvHeads = plan.cache.getNumKvHeads();
     d.headDim = plan.cache.getHeadDim();
     auto dtypeOf = [](mlir::Type t) {
-      return t.isF32() ? DType::F32 : t.isF16() ? DType::F16 : DType::BF16;
+      if (t.isF32())
+        return DType::F32;
+      if (t.isF16())
+        return DType::F16;
+      if (t.isBF16())
+        return DType::BF16;
+      if (llvm::isa<mlir::Float8E4M3FNType>(t))
+        return DType::F8E4M3;
+      if (llvm::isa<mlir::Float8E5M2Type>(t))
+        return DType::F8E5M2;
+      return DType::I8;
     };
     d.cacheDtype = dtypeOf(plan.cache.getDtype());
     d.sourceDtype = plan.sourceType ? dtypeOf(plan.sourceType) : d.cacheDtype;
+    if (d.kind == Kind::Gather)
+      d.outputDtype = d.sourceDtype;
+    if (kv::QuantAttr quant = plan.cache.getQuant()) {
+      // The dialect's enums and the reference's are in the same order.
+      d.quant = QuantSpec{static_cast<QuantKind>(quant.getKind()),
+                          static_cast<Granularity>(quant.getGranularity()),
+                          static_cast<ScaleMode>(quant.getMode()),
+                          quant.getReciprocal()};
+    }
     out.push_back(d);
   }
   return out;

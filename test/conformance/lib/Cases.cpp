@@ -9,10 +9,12 @@
 #include "conformance/Conformance.h"
 
 #include "conformance/Harness.h"
+#include "conformance/QuantHarness.h"
 #include "conformance/Reference.h"
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -197,18 +199,182 @@ public:
     kvrt_variant variant = KVRT_VARIANT_AUTO;
     int repeats = 1;
     bool expectRefusal = false;
+    /// Quantized: fp8 caches as DLPack float8 codes instead of uint8.
+    bool float8Codes = false;
+    /// Quantized: token 0's K all zeros and token 1's V head 0 all
+    /// infinities and NaN (each group's finite amax is 0: scale 1).
+    bool emptyGroups = false;
+    /// Launch in kvrt's checked mode; a refusal's message must contain
+    /// `message`.
+    bool checked = false;
+    std::string message;
   };
+
+  /// Turns kvrt's checked mode on for one launch.
+  class CheckedMode {
+  public:
+    CheckedMode(kvrt_bundle *bundle, bool on) : bundle(on ? bundle : nullptr) {
+      if (this->bundle)
+        status = kvrt_bundle_set_checked(this->bundle, 1);
+    }
+    ~CheckedMode() {
+      if (bundle)
+        kvrt_bundle_set_checked(bundle, 0);
+    }
+    kvrt_status status = KVRT_SUCCESS;
+
+  private:
+    kvrt_bundle *bundle;
+  };
+
+  bool checkMessage(const std::string &want, std::string &failure) {
+    std::string got = kvrt_last_error();
+    if (want.empty() || got.find(want) != std::string::npos)
+      return true;
+    failure =
+        "the refusal should say \"" + want + "\", it says \"" + got + "\"";
+    return false;
+  }
+
+  /// The scale tensors of a launch (NULL where the description takes none).
+  template <typename Args> static void setScales(Args &args, ScaleSet &scales) {
+    args.key_scale = scales.keyScale();
+    args.value_scale = scales.valueScale();
+    args.key_scale_cache = scales.keyScaleCache();
+    args.value_scale_cache = scales.valueScaleCache();
+  }
+
+  bool launchGather(const std::string &kernel, CacheSet &caches,
+                    const DLTensor *slots, OutputSet &out, ScaleSet &scales,
+                    std::string &failure,
+                    kvrt_variant variant = KVRT_VARIANT_AUTO) {
+    kvrt_gather_args args{};
+    args.kernel = kernel.c_str();
+    args.key_cache = caches.keyCache();
+    args.value_cache = caches.valueCache();
+    args.slot_mapping = slots;
+    args.key_out = out.keyOut();
+    args.value_out = out.valueOut();
+    args.variant = variant;
+    setScales(args, scales);
+    return checkStatus("kvrt_gather",
+                       kvrt_gather(bundle, &args, backend.stream()), false,
+                       failure);
+  }
+
+  /// The block of a token's slot, for its per_block scale (0 for a token
+  /// that writes nothing).
+  int64_t blockOf(int64_t slot) const {
+    int64_t block = slot < 0 ? 0 : slot / desc.blockSize;
+    return block < numBlocks() ? block : 0;
+  }
+
+  /// For a quantized description: the scales of the launch, and source
+  /// values placed around them.
+  bool prepareQuant(const std::vector<int64_t> &slots, SourceSet &source,
+                    ScaleSet &scales, bool emptyGroups, std::string &failure) {
+    int64_t tokens = static_cast<int64_t>(slots.size());
+    if (!scales.create(backend, desc, tokens, numBlocks(), rng, failure))
+      return false;
+    // A dynamic scale is computed, not given: each token gets a magnitude
+    // of its own so the scales differ.
+    std::vector<float> magnitude(static_cast<size_t>(tokens));
+    for (float &m : magnitude)
+      m = std::ldexp(1.0f, static_cast<int>(uniform(-6, 0)));
+    QuantKind kind = desc.quant->kind;
+    return source.refillWith(
+        [&](int64_t t, int64_t h, int64_t d, bool key) {
+          if (emptyGroups && t == 0 && key)
+            return 0.0f;
+          if (emptyGroups && t == 1 && !key && h == 0)
+            return d % 3 == 0 ? NAN : d % 3 == 1 ? INFINITY : -INFINITY;
+          float s = desc.quant->dynamic()
+                        ? magnitude[t]
+                        : scales.staticScale(key, t, h, blockOf(slots[t]));
+          return quantSourceValue(kind, s, /*specials=*/true, rng);
+        },
+        failure);
+  }
+
+  /// A quantized append's roundtrip: gathers the slots it wrote back to f32
+  /// with the same scales, checks the gathered bytes against the reference
+  /// of the gather and each value against its source.
+  bool checkRoundtripGather(const std::vector<int64_t> &slotList,
+                            const DLTensor *slots, const SourceSet &source,
+                            CacheSet &caches, ScaleSet &scales,
+                            std::string &failure) {
+    Description gather = desc.roundtripGather();
+    int64_t rows = static_cast<int64_t>(slotList.size());
+    OutputSet out;
+    if (!out.create(backend, gather, rows, /*padded=*/true, rng(), failure))
+      return false;
+    if (!launchGather(gather.name, caches, slots, out, scales, failure))
+      return false;
+    if (!backend.synchronize()) {
+      failure = "synchronize failed: " + backend.lastError();
+      return false;
+    }
+    std::vector<unsigned char> &cacheImage = caches.expectedImage();
+    ScaleArgs used = scales.expectedArgs();
+    std::vector<unsigned char> &outImage = out.expectedImage();
+    gatherReference(gather, caches.hostView(CacheSide::Key, cacheImage.data()),
+                    caches.hostView(CacheSide::Value, cacheImage.data()),
+                    slotList.data(), rows, &used,
+                    out.view(true, outImage.data()),
+                    out.view(false, outImage.data()));
+    stats.bytesCompared += static_cast<int64_t>(out.storageBytes());
+    std::string report;
+    if (!out.check(report, maxShown)) {
+      failure = "gather after the append: " + report;
+      return false;
+    }
+    std::vector<unsigned char> gathered;
+    if (!out.readBack(gathered, failure))
+      return false;
+    return checkRoundtrip(desc, source.hostKey(), source.hostValue(), slotList,
+                          numBlocks(), used, out.view(true, gathered.data()),
+                          out.view(false, gathered.data()), failure, maxShown);
+  }
+
+  /// After a launch: the caches, the scales and (quantized) the roundtrip.
+  bool checkAppended(const std::vector<int64_t> &slotList,
+                     const DLTensor *slots, const SourceSet &source,
+                     CacheSet &caches, ScaleSet &scales, bool refused,
+                     std::string &failure) {
+    ScaleArgs expectedScales;
+    if (desc.quant)
+      expectedScales = scales.expectedArgs();
+    if (!refused)
+      caches.expectAppend(source, slotList,
+                          desc.quant ? &expectedScales : nullptr);
+    stats.bytesCompared += static_cast<int64_t>(caches.storageBytes());
+    if (!caches.check(failure, maxShown))
+      return false;
+    if (!desc.quant)
+      return true;
+    stats.bytesCompared += static_cast<int64_t>(scales.storageBytes());
+    if (!scales.check(failure, maxShown))
+      return false;
+    if (refused || !desc.hasRoundtripGather())
+      return true;
+    return checkRoundtripGather(slotList, slots, source, caches, scales,
+                                failure);
+  }
 
   bool runAppend(const AppendSpec &spec, std::string &failure) {
     int64_t tokens = static_cast<int64_t>(spec.slots.size());
     SourceSet source;
     CacheSet caches;
+    ScaleSet scales;
     DeviceBuffer slotBuffer;
     if (!source.create(backend, desc, tokens, spec.source, rng, failure,
                        spec.storedTokens) ||
-        !caches.create(backend, desc, numBlocks(), spec.cache, rng(),
-                       failure) ||
+        !caches.create(backend, desc, numBlocks(), spec.cache, rng(), failure,
+                       spec.float8Codes) ||
         !uploadVector(backend, spec.slots, slotBuffer, failure))
+      return false;
+    if (desc.quant &&
+        !prepareQuant(spec.slots, source, scales, spec.emptyGroups, failure))
       return false;
     TensorArg slots(slotBuffer.get(), 0, backend.device(), int64Type(),
                     {tokens}, {1});
@@ -221,19 +387,24 @@ public:
     args.key_cache = caches.keyCache();
     args.value_cache = caches.valueCache();
     args.variant = spec.variant;
+    setScales(args, scales);
+    CheckedMode checked(bundle, spec.checked);
+    if (checked.status != KVRT_SUCCESS) {
+      failure = kvrtFailure("kvrt_bundle_set_checked", checked.status);
+      return false;
+    }
     for (int i = 0; i < spec.repeats; ++i) {
       kvrt_status status = kvrt_append(bundle, &args, backend.stream());
-      if (!checkStatus("kvrt_append", status, spec.expectRefusal, failure))
+      if (!checkStatus("kvrt_append", status, spec.expectRefusal, failure) ||
+          (spec.expectRefusal && !checkMessage(spec.message, failure)))
         return false;
     }
     if (!backend.synchronize()) {
       failure = "synchronize failed: " + backend.lastError();
       return false;
     }
-    if (!spec.expectRefusal)
-      caches.expectAppend(source, spec.slots);
-    stats.bytesCompared += static_cast<int64_t>(caches.storageBytes());
-    return caches.check(failure, maxShown);
+    return checkAppended(spec.slots, slots.get(), source, caches, scales,
+                         spec.expectRefusal, failure);
   }
 
   bool checkStatus(const char *call, kvrt_status status, bool expectRefusal,
@@ -350,18 +521,32 @@ public:
     SourceStorage source = SourceStorage::Compact;
     kvrt_variant variant = KVRT_VARIANT_AUTO;
     int repeats = 1;
+    /// Checked mode, as in AppendSpec.
+    bool checked = false;
+    bool expectRefusal = false;
+    std::string message;
   };
 
   bool runFused(const FusedSpec &spec, std::string &failure) {
     const Tables &t = spec.tables;
     SourceSet source;
     CacheSet caches;
+    ScaleSet scales;
     TableTensors tables;
+    DeviceBuffer slotBuffer;
+    // The fused kernel must equal the two-step path: build slots, append.
+    std::vector<int64_t> slots =
+        slotMappingReference(desc.blockSize, t.inputs(), t.numTokens);
     if (!source.create(backend, desc, t.numTokens, spec.source, rng, failure) ||
         !caches.create(backend, desc, kPagedBlocks, CacheStorage::Compact,
                        rng(), failure) ||
         !uploadTables(t, tables, failure))
       return false;
+    if (desc.quant && (!prepareQuant(slots, source, scales, false, failure) ||
+                       !uploadVector(backend, slots, slotBuffer, failure)))
+      return false;
+    TensorArg slotArg(slotBuffer.get(), 0, backend.device(), int64Type(),
+                      {t.numTokens}, {1});
     kvrt_fused_append_args args{};
     args.kernel = desc.name.c_str();
     args.key = source.key();
@@ -372,21 +557,73 @@ public:
     args.key_cache = caches.keyCache();
     args.value_cache = caches.valueCache();
     args.variant = spec.variant;
+    setScales(args, scales);
+    CheckedMode checked(bundle, spec.checked);
+    if (checked.status != KVRT_SUCCESS) {
+      failure = kvrtFailure("kvrt_bundle_set_checked", checked.status);
+      return false;
+    }
     for (int i = 0; i < spec.repeats; ++i) {
       kvrt_status status = kvrt_fused_append(bundle, &args, backend.stream());
-      if (!checkStatus("kvrt_fused_append", status, false, failure))
+      if (!checkStatus("kvrt_fused_append", status, spec.expectRefusal,
+                       failure) ||
+          (spec.expectRefusal && !checkMessage(spec.message, failure)))
         return false;
     }
     if (!backend.synchronize()) {
       failure = "synchronize failed: " + backend.lastError();
       return false;
     }
-    // The fused kernel must equal the two-step path: build slots, append.
-    std::vector<int64_t> slots =
-        slotMappingReference(desc.blockSize, t.inputs(), t.numTokens);
-    caches.expectAppend(source, slots);
-    stats.bytesCompared += static_cast<int64_t>(caches.storageBytes());
-    return caches.check(failure, maxShown);
+    return checkAppended(slots, slotArg.get(), source, caches, scales,
+                         spec.expectRefusal, failure);
+  }
+
+  /// A gather of caches holding arbitrary bytes (their poison): every
+  /// output element against the reference, rows of padding and
+  /// out-of-range slots untouched, the caches and scales untouched.
+  bool runGather(const std::vector<int64_t> &slotList, bool padded,
+                 bool float8Codes, kvrt_variant variant, std::string &failure) {
+    int64_t rows = static_cast<int64_t>(slotList.size());
+    CacheSet caches;
+    ScaleSet scales;
+    OutputSet out;
+    DeviceBuffer slotBuffer;
+    if (!caches.create(backend, desc, numBlocks(), CacheStorage::Compact, rng(),
+                       failure, float8Codes) ||
+        !out.create(backend, desc, rows, padded, rng(), failure) ||
+        !uploadVector(backend, slotList, slotBuffer, failure))
+      return false;
+    if (desc.quant &&
+        (!scales.create(backend, desc, rows, numBlocks(), rng, failure) ||
+         (desc.quant->dynamic() && !scales.fillScaleCaches(rng, failure))))
+      return false;
+    TensorArg slots(slotBuffer.get(), 0, backend.device(), int64Type(), {rows},
+                    {1});
+    if (!launchGather(desc.name, caches, slots.get(), out, scales, failure,
+                      variant))
+      return false;
+    if (!backend.synchronize()) {
+      failure = "synchronize failed: " + backend.lastError();
+      return false;
+    }
+    std::vector<unsigned char> &image = caches.expectedImage();
+    ScaleArgs used;
+    if (desc.quant)
+      used = scales.expectedArgs();
+    std::vector<unsigned char> &outImage = out.expectedImage();
+    gatherReference(desc, caches.hostView(CacheSide::Key, image.data()),
+                    caches.hostView(CacheSide::Value, image.data()),
+                    slotList.data(), rows, desc.quant ? &used : nullptr,
+                    out.view(true, outImage.data()),
+                    out.view(false, outImage.data()));
+    stats.bytesCompared +=
+        static_cast<int64_t>(out.storageBytes() + caches.storageBytes());
+    if (!out.check(failure, maxShown) || !caches.check(failure, maxShown))
+      return false;
+    if (!desc.quant)
+      return true;
+    stats.bytesCompared += static_cast<int64_t>(scales.storageBytes());
+    return scales.check(failure, maxShown);
   }
 
   bool runSlotMapping(const Tables &t, std::string &failure) {
@@ -588,6 +825,97 @@ std::vector<CaseDef> appendCases() {
     return spec;
   });
   addAppend(cases, "empty/auto", [](CaseEnv &) { return Spec(); });
+  // kvrt's checked mode: a slot used twice and a slot past the cache are
+  // refused, naming the token, with nothing written; a valid batch with
+  // padding still runs.
+  addAppend(cases, "checked_duplicate/auto", [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    Spec spec;
+    spec.slots = env.decodeSlots(8, pool);
+    spec.slots[7] = spec.slots[3];
+    spec.checked = true;
+    spec.expectRefusal = true;
+    spec.message = "slot_mapping[7] = " + std::to_string(spec.slots[7]) +
+                   " is also used by token 3";
+    return spec;
+  });
+  addAppend(cases, "checked_out_of_range/auto", [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    Spec spec;
+    spec.slots = env.decodeSlots(5, pool);
+    spec.slots[2] = env.numBlocks() * env.desc.blockSize + 1;
+    spec.checked = true;
+    spec.expectRefusal = true;
+    spec.message = "slot_mapping[2] = " + std::to_string(spec.slots[2]);
+    return spec;
+  });
+  addAppend(cases, "checked_valid/auto", [](CaseEnv &env) {
+    Spec spec;
+    spec.slots = env.mixedSlots();
+    spec.slots.insert(spec.slots.begin() + 1, -1);
+    spec.slots.push_back(-1);
+    spec.checked = true;
+    return spec;
+  });
+  return cases;
+}
+
+/// What a quantized append adds: groups whose finite amax is 0, and fp8
+/// caches that say DLPack's float8 codes.
+void addQuantCases(std::vector<CaseDef> &cases, const Description &desc) {
+  addBothVariants(cases, "empty_groups", [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    Spec spec;
+    spec.slots = env.decodeSlots(4, pool);
+    spec.emptyGroups = true;
+    return spec;
+  });
+  if (desc.cacheDtype != DType::I8)
+    addAppend(cases, "float8_dtype/auto", [](CaseEnv &env) {
+      Spec spec;
+      spec.slots = env.mixedSlots();
+      spec.float8Codes = true;
+      return spec;
+    });
+}
+
+/// A gather case; `name` ends in the variant it asks for.
+void addGather(std::vector<CaseDef> &cases, const std::string &name,
+               bool padded, bool float8Codes,
+               std::function<std::vector<int64_t>(CaseEnv &)> make) {
+  kvrt_variant variant =
+      name.size() > 7 && name.compare(name.size() - 7, 7, "/scalar") == 0
+          ? KVRT_VARIANT_SCALAR
+          : KVRT_VARIANT_AUTO;
+  cases.push_back({name, [=](CaseEnv &env, std::string &failure) {
+                     return env.runGather(make(env), padded, float8Codes,
+                                          variant, failure);
+                   }});
+}
+
+std::vector<CaseDef> gatherCases(const Description &desc) {
+  std::vector<CaseDef> cases;
+  // Decode-like rows with padding (-1, -5), slots past the cache and a slot
+  // read twice.
+  auto scattered = [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    std::vector<int64_t> real = env.decodeSlots(6, pool);
+    int64_t end = env.numBlocks() * env.desc.blockSize;
+    return std::vector<int64_t>{
+        real[0], -1, real[1], real[2],          end,    real[3],
+        real[0], -5, real[4], int64_t(1) << 40, real[5]};
+  };
+  addGather(cases, "scattered/auto", true, false, scattered);
+  addGather(cases, "scattered/scalar", true, false, scattered);
+  addGather(cases, "compact_out/auto", false, false, scattered);
+  addGather(cases, "prefill/auto", true, false, [](CaseEnv &env) {
+    BlockPool pool(env.numBlocks(), env.rng);
+    return env.prefillSlots(env.shortPrompt(), pool);
+  });
+  if (desc.cacheDtype == DType::F8E4M3 || desc.cacheDtype == DType::F8E5M2)
+    addGather(cases, "float8_dtype/auto", true, true, scattered);
+  addGather(cases, "empty/auto", true, false,
+            [](CaseEnv &) { return std::vector<int64_t>(); });
   return cases;
 }
 
@@ -648,6 +976,32 @@ std::vector<CaseDef> fusedCases() {
     spec.tables = env.makeTables({{3, 0}, {0, 0}}, 4, 4, 0);
     return spec;
   });
+  // Checked mode: a block id past the cache, and two tokens that the block
+  // table sends to one slot, are refused with nothing written.
+  addFused(cases, "checked_bad_block/auto", [](CaseEnv &env) {
+    FSpec spec;
+    spec.tables = env.makeTables({{1, 1}, {2, 1}, {0, 1}}, 4, 4, 0);
+    Tables &t = spec.tables;
+    t.blockTable[1 * t.stride + 2 / env.desc.blockSize] =
+        static_cast<int32_t>(kPagedBlocks + 3);
+    spec.checked = true;
+    spec.expectRefusal = true;
+    spec.message = "block_table[1][" + std::to_string(2 / env.desc.blockSize) +
+                   "] = " + std::to_string(kPagedBlocks + 3) + " (token 1)";
+    return spec;
+  });
+  addFused(cases, "checked_duplicate/auto", [](CaseEnv &env) {
+    FSpec spec;
+    spec.tables = env.makeTables({{0, 1}, {0, 1}}, 4, 4, 0);
+    Tables &t = spec.tables;
+    t.blockTable[t.stride] = t.blockTable[0]; // both tokens: slot block * bs
+    spec.checked = true;
+    spec.expectRefusal = true;
+    spec.message = "writes slot " +
+                   std::to_string(t.blockTable[0] * env.desc.blockSize) +
+                   ", also used by token 0";
+    return spec;
+  });
   return cases;
 }
 
@@ -674,13 +1028,19 @@ std::vector<CaseDef> slotMappingCases() {
 }
 
 std::vector<CaseDef> casesFor(const Description &desc) {
+  std::vector<CaseDef> cases;
   switch (desc.kind) {
   case Kind::Append:
-    return appendCases();
+    cases = appendCases();
+    if (desc.quant)
+      addQuantCases(cases, desc);
+    return cases;
   case Kind::FusedAppend:
     return fusedCases();
   case Kind::SlotMapping:
     return slotMappingCases();
+  case Kind::Gather:
+    return gatherCases(desc);
   }
   return {};
 }

@@ -15,6 +15,10 @@ size_t dtypeBytes(DType type) {
   case DType::F16:
   case DType::BF16:
     return 2;
+  case DType::F8E4M3:
+  case DType::F8E5M2:
+  case DType::I8:
+    return 1;
   }
   return 0;
 }
@@ -27,6 +31,12 @@ const char *dtypeName(DType type) {
     return "f16";
   case DType::BF16:
     return "bf16";
+  case DType::F8E4M3:
+    return "f8E4M3FN";
+  case DType::F8E5M2:
+    return "f8E5M2";
+  case DType::I8:
+    return "i8";
   }
   return "?";
 }
@@ -39,8 +49,48 @@ DLDataType toDLDataType(DType type) {
     return DLDataType{kDLFloat, 16, 1};
   case DType::BF16:
     return DLDataType{kDLBfloat, 16, 1};
+  case DType::F8E4M3:
+  case DType::F8E5M2:
+    return DLDataType{kDLUInt, 8, 1};
+  case DType::I8:
+    return DLDataType{kDLInt, 8, 1};
   }
   return DLDataType{kDLFloat, 32, 1};
+}
+
+DLDataType float8DLDataType(DType type) {
+  return DLDataType{static_cast<uint8_t>(type == DType::F8E5M2 ? 12 : 10), 8,
+                    1};
+}
+
+bool isQuantizedStorage(DType type) {
+  return type == DType::F8E4M3 || type == DType::F8E5M2 || type == DType::I8;
+}
+
+DType storageType(QuantKind kind) {
+  switch (kind) {
+  case QuantKind::FP8E4M3:
+    return DType::F8E4M3;
+  case QuantKind::FP8E5M2:
+    return DType::F8E5M2;
+  case QuantKind::Int8:
+    return DType::I8;
+  }
+  return DType::I8;
+}
+
+std::string QuantSpec::attr() const {
+  std::string text = std::string("#kv.quant<kind = ") + quantKindName(kind) +
+                     ", granularity = " + granularityName(granularity) +
+                     ", mode = " + scaleModeName(mode);
+  if (reciprocal)
+    text += ", reciprocal = true";
+  return text + ">";
+}
+
+std::string QuantSpec::tag() const {
+  return std::string(quantKindName(kind)) + "_" + granularityName(granularity) +
+         "_" + scaleModeName(mode) + (reciprocal ? "_rcp" : "");
 }
 
 const char *layoutName(Layout layout) {
@@ -69,6 +119,8 @@ const char *kindName(Kind kind) {
     return "slot_mapping";
   case Kind::FusedAppend:
     return "fused_append";
+  case Kind::Gather:
+    return "gather";
   }
   return "?";
 }
@@ -78,23 +130,35 @@ std::string Description::cacheType() const {
   os << "!kv.cache<layout = " << layoutName(layout) << ", "
      << (layout == Layout::Contiguous ? "max_seq_len" : "block_size") << " = "
      << blockSize << ", num_kv_heads = " << numKvHeads
-     << ", head_dim = " << headDim << ", dtype = " << dtypeName(cacheDtype)
-     << ">";
+     << ", head_dim = " << headDim << ", dtype = " << dtypeName(cacheDtype);
+  if (quant)
+    os << ", quant = " << quant->attr();
+  os << ">";
   return os.str();
 }
 
 std::string Description::toMlir() const {
   std::string op =
       std::string("kv.") + kindName(kind) + " @" + name + " : " + cacheType();
+  if (kind == Kind::Gather)
+    return op + " to " + dtypeName(outputDtype);
   if (kind != Kind::SlotMapping)
     op += std::string(" from ") + dtypeName(sourceDtype);
+  if (hasRoundtripGather())
+    op += "\n  kv.gather @" + gatherKernelName() + " : " + cacheType() +
+          " to f32";
   return op;
 }
 
 std::vector<std::string> Description::kernelNames() const {
   if (kind == Kind::SlotMapping)
     return {name};
-  return {name, scalarKernelName()};
+  std::vector<std::string> names = {name, scalarKernelName()};
+  if (hasRoundtripGather()) {
+    names.push_back(gatherKernelName());
+    names.push_back(gatherKernelName() + "_scalar");
+  }
+  return names;
 }
 
 std::string Description::summary() const {
@@ -102,8 +166,14 @@ std::string Description::summary() const {
   os << name << " (" << kindName(kind) << ", " << layoutName(layout) << ", "
      << (layout == Layout::Contiguous ? "max_seq_len " : "block_size ")
      << blockSize << ", " << numKvHeads << " kv heads, head_dim " << headDim
-     << ", " << dtypeName(sourceDtype) << " -> " << dtypeName(cacheDtype)
-     << ")";
+     << ", ";
+  if (kind == Kind::Gather)
+    os << dtypeName(cacheDtype) << " -> " << dtypeName(outputDtype);
+  else
+    os << dtypeName(sourceDtype) << " -> " << dtypeName(cacheDtype);
+  if (quant)
+    os << ", " << quant->tag();
+  os << ")";
   return os.str();
 }
 
@@ -166,7 +236,66 @@ std::string makeName(Kind kind, Layout layout, int64_t blockSize, int64_t heads,
 
 Description make(Kind kind, Layout layout, int64_t blockSize, int64_t heads,
                  int64_t headDim, DType source, DType cache,
-                 std::string name = "") {
+                 std::string name = "");
+
+/// A quantized description: the cache stores `quant`'s type. Gathers read
+/// into `other` (their output dtype); the others append from it.
+Description makeQuant(Kind kind, Layout layout, int64_t blockSize,
+                      int64_t heads, int64_t headDim, DType other,
+                      QuantSpec quant) {
+  Description desc = make(kind, layout, blockSize, heads, headDim, other,
+                          storageType(quant.kind), "-");
+  desc.quant = quant;
+  if (kind == Kind::Gather) {
+    desc.outputDtype = other;
+    desc.sourceDtype = DType::F32;
+  }
+  std::ostringstream os;
+  os << kindName(kind) << "_" << layoutName(layout)
+     << (layout == Layout::Contiguous ? "_msl" : "_bs") << blockSize << "_h"
+     << heads << "_d" << headDim << "_" << quant.tag()
+     << (kind == Kind::Gather ? "_to_" : "_from_") << dtypeName(other);
+  desc.name = os.str();
+  return desc;
+}
+
+/// A gather of an unquantized cache.
+Description makeGather(Layout layout, int64_t blockSize, int64_t heads,
+                       int64_t headDim, DType cache, DType output) {
+  Description desc = make(Kind::Gather, layout, blockSize, heads, headDim,
+                          DType::F32, cache, "-");
+  desc.outputDtype = output;
+  std::ostringstream os;
+  os << "gather_" << layoutName(layout)
+     << (layout == Layout::Contiguous ? "_msl" : "_bs") << blockSize << "_h"
+     << heads << "_d" << headDim << "_" << dtypeName(cache) << "_to_"
+     << dtypeName(output);
+  desc.name = os.str();
+  return desc;
+}
+
+/// Every quantization the verifier accepts on `layout`: each kind with each
+/// granularity statically (per_block on paged layouts only), and per_token
+/// and per_token_head dynamically.
+std::vector<QuantSpec> validQuants(Layout layout) {
+  std::vector<QuantSpec> out;
+  for (QuantKind kind :
+       {QuantKind::FP8E4M3, QuantKind::FP8E5M2, QuantKind::Int8}) {
+    for (Granularity g :
+         {Granularity::PerTensor, Granularity::PerToken, Granularity::PerHead,
+          Granularity::PerTokenHead, Granularity::PerBlock}) {
+      if (g == Granularity::PerBlock && !isPaged(layout))
+        continue;
+      out.push_back({kind, g, ScaleMode::Static, false});
+    }
+    for (Granularity g : {Granularity::PerToken, Granularity::PerTokenHead})
+      out.push_back({kind, g, ScaleMode::Dynamic, false});
+  }
+  return out;
+}
+
+Description make(Kind kind, Layout layout, int64_t blockSize, int64_t heads,
+                 int64_t headDim, DType source, DType cache, std::string name) {
   Description desc;
   desc.kind = kind;
   desc.layout = layout;
@@ -227,6 +356,107 @@ std::vector<Description> conformanceMatrix() {
       matrix.push_back(make(Kind::SlotMapping, layout, blockSize, 8, 128,
                             DType::BF16, DType::BF16));
 
+  // Any block size: the sizes hybrid attention/Mamba models use (528, 672),
+  // one that is a multiple of 16 but not a power of two (48), odd ones (1, 3)
+  // and a power of two beside them, on every paged layout, for the append,
+  // the fused append and the slot-mapping builder. Big blocks get a small
+  // row so a case's caches stay a few MB.
+  const int64_t kAnyBlockSizes[] = {1, 3, 16, 48, 528, 672};
+  for (size_t l = 0; l < std::size(kPagedLayouts); ++l) {
+    for (size_t b = 0; b < std::size(kAnyBlockSizes); ++b) {
+      int64_t bs = kAnyBlockSizes[b];
+      if (bs == 16)
+        continue; // the rows above have it
+      int64_t heads = bs > 64 ? 2 : kHeads[(l + b) % 3];
+      int64_t dim = bs > 64 ? 64 : kHeadDims[(l + 2 * b) % 3];
+      const DTypePair &pair = kFusedPairs[(l + b) % std::size(kFusedPairs)];
+      matrix.push_back(make(Kind::Append, kPagedLayouts[l], bs, heads, dim,
+                            pair.source, pair.cache));
+      matrix.push_back(make(Kind::FusedAppend, kPagedLayouts[l], bs, heads, dim,
+                            pair.source, pair.cache));
+      if (l == 0)
+        matrix.push_back(make(Kind::SlotMapping, kPagedLayouts[l], bs, 8, 128,
+                              DType::BF16, DType::BF16));
+    }
+  }
+  // max_seq_len of the contiguous layout: any value was always allowed.
+  for (int64_t msl : {7, 100, 1000})
+    matrix.push_back(make(Kind::Append, Layout::Contiguous, msl, 3, 64,
+                          DType::BF16, DType::BF16));
+
+  // Quantized caches: every valid (layout, kind, granularity, mode), as an
+  // append and (paged layouts) a fused append, each with its gather for the
+  // roundtrip. Geometry and source dtype rotate so each value meets each
+  // quantization.
+  const struct {
+    int64_t heads, dim;
+  } kQuantShapes[] = {{8, 128}, {1, 64}, {3, 256}, {2, 80}};
+  const DType kQuantSources[] = {DType::BF16, DType::F16, DType::F32};
+  size_t q = 0;
+  for (Layout layout : kLayouts) {
+    const int64_t *sizes =
+        layout == Layout::Contiguous ? kMaxSeqLens : kBlockSizes;
+    for (const QuantSpec &quant : validQuants(layout)) {
+      auto shape = kQuantShapes[q % std::size(kQuantShapes)];
+      int64_t bs = sizes[(q / 2) % 3];
+      DType source = kQuantSources[q % 3];
+      matrix.push_back(makeQuant(Kind::Append, layout, bs, shape.heads,
+                                 shape.dim, source, quant));
+      if (isPaged(layout)) {
+        auto fshape = kQuantShapes[(q + 1) % std::size(kQuantShapes)];
+        matrix.push_back(makeQuant(
+            Kind::FusedAppend, layout, sizes[(q / 2 + 1) % 3], fshape.heads,
+            fshape.dim, kQuantSources[(q + 1) % 3], quant));
+      }
+      ++q;
+    }
+  }
+  // The opt-in reciprocal, and quantized caches with block sizes that are
+  // not powers of two.
+  for (QuantKind kind :
+       {QuantKind::FP8E4M3, QuantKind::FP8E5M2, QuantKind::Int8}) {
+    matrix.push_back(
+        makeQuant(Kind::Append, Layout::PagedNHD, 16, 8, 128, DType::BF16,
+                  {kind, Granularity::PerTensor, ScaleMode::Static, true}));
+    matrix.push_back(
+        makeQuant(Kind::Append, Layout::PagedHND, 32, 3, 64, DType::F32,
+                  {kind, Granularity::PerTokenHead, ScaleMode::Dynamic, true}));
+  }
+  matrix.push_back(makeQuant(
+      Kind::Append, Layout::PagedNHD, 48, 3, 64, DType::BF16,
+      {QuantKind::FP8E4M3, Granularity::PerBlock, ScaleMode::Static, false}));
+  matrix.push_back(makeQuant(
+      Kind::FusedAppend, Layout::VllmVectorized, 528, 2, 64, DType::BF16,
+      {QuantKind::Int8, Granularity::PerTokenHead, ScaleMode::Dynamic, false}));
+  matrix.push_back(makeQuant(
+      Kind::Append, Layout::DualStacked, 3, 1, 64, DType::F16,
+      {QuantKind::FP8E5M2, Granularity::PerToken, ScaleMode::Dynamic, false}));
+
+  // Gathers on their own, of caches holding arbitrary bytes: every layout
+  // from a plain cache, and each kind x granularity x mode into each output
+  // dtype in turn.
+  const DType kOutputs[] = {DType::F32, DType::BF16, DType::F16};
+  const DTypePair kGatherPairs[] = {{DType::BF16, DType::F32},
+                                    {DType::F16, DType::F16},
+                                    {DType::F32, DType::F32},
+                                    {DType::BF16, DType::BF16},
+                                    {DType::F32, DType::BF16}};
+  for (size_t l = 0; l < std::size(kLayouts); ++l) {
+    const int64_t *sizes =
+        kLayouts[l] == Layout::Contiguous ? kMaxSeqLens : kBlockSizes;
+    matrix.push_back(makeGather(kLayouts[l], sizes[l % 3], kHeads[l % 3],
+                                kHeadDims[(l + 1) % 3], kGatherPairs[l].source,
+                                kGatherPairs[l].cache));
+  }
+  size_t g = 0;
+  for (const QuantSpec &quant : validQuants(Layout::PagedNHD)) {
+    Layout layout = kPagedLayouts[g % std::size(kPagedLayouts)];
+    auto shape = kQuantShapes[(g + 2) % std::size(kQuantShapes)];
+    matrix.push_back(makeQuant(Kind::Gather, layout, kBlockSizes[g % 3],
+                               shape.heads, shape.dim, kOutputs[g % 3], quant));
+    ++g;
+  }
+
   // The GPU-only tests (CUDA graphs, caches past 2^32 elements) look these up
   // by name; they are the common serving shape (bf16, block 16, 8 x 128).
   matrix.push_back(make(Kind::Append, Layout::PagedNHD, 16, 8, 128, DType::BF16,
@@ -242,22 +472,36 @@ std::vector<Description> conformanceMatrix() {
   // The 2-GPU head-shard test's per-rank kernel: half of the 8 heads above.
   matrix.push_back(make(Kind::Append, Layout::PagedNHD, 16, 4, 128, DType::BF16,
                         DType::BF16, "gpu_append_paged_nhd_h4"));
+  // The bit-exactness test against PyTorch's float8 conversion.
+  Description fp8 = makeQuant(
+      Kind::Append, Layout::PagedNHD, 16, 8, 128, DType::BF16,
+      {QuantKind::FP8E4M3, Granularity::PerTensor, ScaleMode::Static, false});
+  fp8.name = "gpu_append_paged_nhd_fp8_e4m3";
+  matrix.push_back(fp8);
   return matrix;
 }
 
 std::vector<Description> reducedMatrix() {
-  // One description per (kind, layout, dtype pair), taking a different member
-  // of each group in turn so that block sizes, head counts and head dims all
-  // still appear.
+  // One description per (kind, layout, dtype pair), and for quantized caches
+  // per (kind, quantization kind, mode), taking a different member
+  // of each group in turn so that block sizes, head counts, head dims and
+  // granularities all still appear.
   std::vector<Description> matrix = conformanceMatrix();
-  std::map<std::tuple<Kind, Layout, DType, DType>, std::vector<size_t>> groups;
-  std::vector<std::tuple<Kind, Layout, DType, DType>> order;
+  using Key = std::tuple<Kind, Layout, DType, DType, int>;
+  std::map<Key, std::vector<size_t>> groups;
+  std::vector<Key> order;
   for (size_t i = 0; i < matrix.size(); ++i) {
     const Description &desc = matrix[i];
     if (desc.name.rfind("gpu_", 0) == 0)
       continue;
-    auto key = std::make_tuple(desc.kind, desc.layout, desc.sourceDtype,
-                               desc.cacheDtype);
+    // Quantized: the layout rotates within the group instead (the
+    // sanitizer runs have minutes, not hours).
+    Key key = desc.quant
+                  ? std::make_tuple(desc.kind, Layout::PagedNHD, DType::F32,
+                                    desc.cacheDtype,
+                                    static_cast<int>(desc.quant->mode) + 1)
+                  : std::make_tuple(desc.kind, desc.layout, desc.sourceDtype,
+                                    desc.cacheDtype, 0);
     auto &members = groups[key];
     if (members.empty())
       order.push_back(key);

@@ -292,6 +292,9 @@ bool SourceSet::create(Backend &backend, const Description &desc,
     break;
   }
   }
+  storedRows = storage == SourceStorage::KvInterleavedTruncated && fencedRows
+                   ? std::min(storedTokens < 0 ? t : storedTokens, t)
+                   : t;
 
   host.assign(static_cast<size_t>(storageElems * elem), 0);
   if (!device.valid())
@@ -316,6 +319,29 @@ bool SourceSet::refill(std::mt19937_64 &rng, std::string &error) {
   size_t elem = dtypeBytes(desc.sourceDtype);
   fillSourceValues(host.data(), host.size() / elem, desc.sourceDtype,
                    desc.cacheDtype, rng);
+  if (!host.empty() &&
+      !backend->copyToDevice(device.get(), host.data(), host.size())) {
+    error = "copying K/V to the device failed: " + backend->lastError();
+    return false;
+  }
+  return true;
+}
+
+bool SourceSet::refillWith(
+    const std::function<float(int64_t, int64_t, int64_t, bool)> &value,
+    std::string &error) {
+  for (bool isKey : {true, false}) {
+    TensorView view = isKey ? hostKey() : hostValue();
+    for (int64_t t = 0; t < storedRows; ++t)
+      for (int64_t h = 0; h < desc.numKvHeads; ++h)
+        for (int64_t d = 0; d < desc.headDim; ++d) {
+          Index index;
+          index.rank = 3;
+          index.values = {t, h, d};
+          storeBits(view.elementPointer(index), desc.sourceDtype,
+                    floatToElement(value(t, h, d, isKey), desc.sourceDtype));
+        }
+  }
   if (!host.empty() &&
       !backend->copyToDevice(device.get(), host.data(), host.size())) {
     error = "copying K/V to the device failed: " + backend->lastError();
@@ -355,7 +381,8 @@ static int64_t product(const std::vector<int64_t> &values, size_t from) {
 
 bool CacheSet::create(Backend &backend, const Description &desc,
                       int64_t numBlocks, CacheStorage storage,
-                      uint64_t poisonSeed, std::string &error) {
+                      uint64_t poisonSeed, std::string &error,
+                      bool float8Codes) {
   this->backend = &backend;
   this->desc = desc;
   blocks = numBlocks;
@@ -404,7 +431,8 @@ bool CacheSet::create(Backend &backend, const Description &desc,
     return false;
   }
   DLDevice dev = backend.device();
-  DLDataType type = toDLDataType(desc.cacheDtype);
+  DLDataType type = float8Codes ? float8DLDataType(desc.cacheDtype)
+                                : toDLDataType(desc.cacheDtype);
   keyArg = TensorArg(device.get(), guardBytes + keyOffset * elem, dev, type,
                      keyShape, keyStrides);
   if (stacked)
@@ -437,15 +465,17 @@ TensorView CacheSet::hostView(CacheSide side, unsigned char *base) const {
 }
 
 void CacheSet::expectAppend(const SourceSet &source,
-                            const std::vector<int64_t> &slots) {
-  expectAppend(source.hostKey(), source.hostValue(), slots);
+                            const std::vector<int64_t> &slots,
+                            const ScaleArgs *scales) {
+  expectAppend(source.hostKey(), source.hostValue(), slots, scales);
 }
 
 void CacheSet::expectAppend(const TensorView &key, const TensorView &value,
-                            const std::vector<int64_t> &slots) {
+                            const std::vector<int64_t> &slots,
+                            const ScaleArgs *scales) {
   appendReference(desc, key, value, slots.data(),
                   hostView(CacheSide::Key, expected.data()),
-                  hostView(CacheSide::Value, expected.data()));
+                  hostView(CacheSide::Value, expected.data()), scales);
 }
 
 bool CacheSet::readBack(std::vector<unsigned char> &image, std::string &error) {

@@ -3,6 +3,7 @@
 #include "conformance/Reference.h"
 
 #include "conformance/Float16.h"
+#include "conformance/Quant.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -126,6 +127,8 @@ CacheCoord cacheCoord(const Description &desc, CacheSide side,
 }
 
 uint32_t loadBits(const void *p, DType type) {
+  if (dtypeBytes(type) == 1)
+    return *static_cast<const uint8_t *>(p);
   if (dtypeBytes(type) == 4) {
     uint32_t bits;
     std::memcpy(&bits, p, 4);
@@ -137,6 +140,10 @@ uint32_t loadBits(const void *p, DType type) {
 }
 
 void storeBits(void *p, DType type, uint32_t bits) {
+  if (dtypeBytes(type) == 1) {
+    *static_cast<uint8_t *>(p) = static_cast<uint8_t>(bits);
+    return;
+  }
   if (dtypeBytes(type) == 4) {
     std::memcpy(p, &bits, 4);
     return;
@@ -153,8 +160,10 @@ static float toFloat(uint32_t bits, DType type) {
     return halfToFloat(static_cast<uint16_t>(bits));
   case DType::BF16:
     return bfloat16ToFloat(static_cast<uint16_t>(bits));
+  default:
+    break;
   }
-  suiteBug("unknown dtype");
+  suiteBug("a quantized element has no value without its scale");
 }
 
 static uint32_t fromFloat(float value, DType type) {
@@ -165,8 +174,15 @@ static uint32_t fromFloat(float value, DType type) {
     return floatToHalf(value);
   case DType::BF16:
     return floatToBfloat16(value);
+  default:
+    break;
   }
-  suiteBug("unknown dtype");
+  suiteBug("a quantized element is written by quantize()");
+}
+
+float elementToFloat(uint32_t bits, DType type) { return toFloat(bits, type); }
+uint32_t floatToElement(float value, DType type) {
+  return fromFloat(value, type);
 }
 
 uint32_t convertElement(uint32_t bits, DType from, DType to) {
@@ -177,11 +193,109 @@ uint32_t convertElement(uint32_t bits, DType from, DType to) {
   return fromFloat(toFloat(bits, from), to);
 }
 
+std::vector<int64_t> staticScaleShape(const Description &desc, int64_t rows,
+                                      int64_t numBlocks) {
+  int64_t h = desc.numKvHeads;
+  switch (desc.quant->granularity) {
+  case Granularity::PerTensor:
+    return {1};
+  case Granularity::PerHead:
+    return {h};
+  case Granularity::PerToken:
+    return {rows};
+  case Granularity::PerTokenHead:
+    return {rows, h};
+  case Granularity::PerBlock:
+    return {numBlocks, h};
+  }
+  suiteBug("unknown granularity");
+}
+
+std::vector<int64_t> scaleCacheShape(const Description &desc,
+                                     int64_t numBlocks) {
+  if (desc.quant->granularity == Granularity::PerToken)
+    return {numBlocks, desc.blockSize};
+  if (desc.quant->granularity == Granularity::PerTokenHead)
+    return {numBlocks, desc.blockSize, desc.numKvHeads};
+  suiteBug("only per_token and per_token_head scales are dynamic");
+}
+
+int64_t staticScaleIndex(const Description &desc, int64_t row, int64_t head,
+                         int64_t block) {
+  int64_t h = desc.numKvHeads;
+  switch (desc.quant->granularity) {
+  case Granularity::PerTensor:
+    return 0;
+  case Granularity::PerHead:
+    return head;
+  case Granularity::PerToken:
+    return row;
+  case Granularity::PerTokenHead:
+    return row * h + head;
+  case Granularity::PerBlock:
+    return block * h + head;
+  }
+  suiteBug("unknown granularity");
+}
+
+int64_t scaleCacheIndex(const Description &desc, int64_t block, int64_t pos,
+                        int64_t head) {
+  int64_t slot = block * desc.blockSize + pos;
+  if (desc.quant->granularity == Granularity::PerToken)
+    return slot;
+  return slot * desc.numKvHeads + head;
+}
+
+namespace {
+
+/// One side (K or V) of one token of a quantized append.
+void quantizeRow(const Description &desc, const TensorView &source, int64_t t,
+                 const TensorView &cache, CacheSide side, int64_t block,
+                 int64_t pos, const float *staticScale, float *scaleCache) {
+  const QuantSpec &quant = *desc.quant;
+  auto x = [&](int64_t h, int64_t d) {
+    return toFloat(
+        loadBits(source.elementPointer(makeIndex({t, h, d})), source.dtype),
+        source.dtype);
+  };
+  // Dynamic scales: the amax of the group (the token, or the token's head).
+  std::vector<float> groupScale(desc.numKvHeads, 1.0f);
+  if (quant.dynamic()) {
+    bool perToken = quant.granularity == Granularity::PerToken;
+    float tokenAmax = 0;
+    for (int64_t h = 0; h < desc.numKvHeads; ++h) {
+      float amax = 0;
+      for (int64_t d = 0; d < desc.headDim; ++d)
+        amax = foldAmax(amax, x(h, d));
+      tokenAmax = foldAmax(tokenAmax, amax);
+      groupScale[h] = dynamicScale(quant.kind, amax);
+    }
+    for (int64_t h = 0; h < desc.numKvHeads; ++h) {
+      if (perToken)
+        groupScale[h] = dynamicScale(quant.kind, tokenAmax);
+      scaleCache[scaleCacheIndex(desc, block, pos, h)] = groupScale[h];
+    }
+  } else {
+    for (int64_t h = 0; h < desc.numKvHeads; ++h)
+      groupScale[h] = staticScale[staticScaleIndex(desc, t, h, block)];
+  }
+  for (int64_t h = 0; h < desc.numKvHeads; ++h)
+    for (int64_t d = 0; d < desc.headDim; ++d)
+      storeBits(cache.elementPointer(cacheIndex(desc, side, block, h, pos, d)),
+                desc.cacheDtype,
+                quantize(quant.kind, x(h, d), groupScale[h], quant.reciprocal));
+}
+
+} // namespace
+
 void appendReference(const Description &desc, const TensorView &key,
                      const TensorView &value, const int64_t *slotMapping,
-                     const TensorView &keyCache, const TensorView &valueCache) {
+                     const TensorView &keyCache, const TensorView &valueCache,
+                     const ScaleArgs *scales) {
   if (key.rank() != 3 || value.rank() != 3)
     suiteBug("key/value must be [num_tokens, H, D]");
+  if (desc.quant && !scales)
+    suiteBug("a quantized append needs its scales");
   int64_t numTokens = key.shape[0];
   int64_t numBlocks = keyCache.shape[0];
   bool stacked = desc.layout == Layout::DualStacked;
@@ -194,6 +308,13 @@ void appendReference(const Description &desc, const TensorView &key,
     int64_t pos = slot % desc.blockSize;
     if (block >= numBlocks)
       continue;
+    if (desc.quant) {
+      quantizeRow(desc, key, t, keyCache, CacheSide::Key, block, pos,
+                  scales->keyScale, scales->keyScaleCache);
+      quantizeRow(desc, value, t, vCache, CacheSide::Value, block, pos,
+                  scales->valueScale, scales->valueScaleCache);
+      continue;
+    }
     for (int64_t h = 0; h < desc.numKvHeads; ++h) {
       for (int64_t d = 0; d < desc.headDim; ++d) {
         Index src = makeIndex({t, h, d});
@@ -208,6 +329,53 @@ void appendReference(const Description &desc, const TensorView &key,
             desc.cacheDtype,
             convertElement(loadBits(value.elementPointer(src), value.dtype),
                            value.dtype, desc.cacheDtype));
+      }
+    }
+  }
+}
+
+void gatherReference(const Description &desc, const TensorView &keyCache,
+                     const TensorView &valueCache, const int64_t *slotMapping,
+                     int64_t numRows, const ScaleArgs *scales,
+                     const TensorView &keyOut, const TensorView &valueOut) {
+  if (desc.quant && !scales)
+    suiteBug("a quantized gather needs its scales");
+  int64_t numBlocks = keyCache.shape[0];
+  bool stacked = desc.layout == Layout::DualStacked;
+  for (int64_t i = 0; i < numRows; ++i) {
+    int64_t slot = slotMapping[i];
+    if (slot < 0)
+      continue;
+    int64_t block = slot / desc.blockSize;
+    int64_t pos = slot % desc.blockSize;
+    if (block >= numBlocks)
+      continue;
+    for (CacheSide side : {CacheSide::Key, CacheSide::Value}) {
+      bool isKey = side == CacheSide::Key;
+      const TensorView &cache = isKey || stacked ? keyCache : valueCache;
+      const TensorView &out = isKey ? keyOut : valueOut;
+      for (int64_t h = 0; h < desc.numKvHeads; ++h) {
+        float scale = 1.0f;
+        if (desc.quant) {
+          scale = desc.quant->dynamic()
+                      ? (isKey ? scales->keyScaleCache
+                               : scales->valueScaleCache)[scaleCacheIndex(
+                            desc, block, pos, h)]
+                      : (isKey ? scales->keyScale
+                               : scales->valueScale)[staticScaleIndex(
+                            desc, i, h, block)];
+        }
+        for (int64_t d = 0; d < desc.headDim; ++d) {
+          uint32_t bits = loadBits(
+              cache.elementPointer(cacheIndex(desc, side, block, h, pos, d)),
+              desc.cacheDtype);
+          float value = desc.quant
+                            ? dequantize(desc.quant->kind,
+                                         static_cast<uint8_t>(bits), scale)
+                            : toFloat(bits, desc.cacheDtype);
+          storeBits(out.elementPointer(makeIndex({i, h, d})), out.dtype,
+                    fromFloat(value, out.dtype));
+        }
       }
     }
   }

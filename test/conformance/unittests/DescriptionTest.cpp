@@ -86,7 +86,7 @@ TEST(DescriptionTest, ModuleHoldsEveryOpOnce) {
 TEST(DescriptionTest, MatrixIsAFewHundredUniqueValidSymbols) {
   std::vector<Description> matrix = conformanceMatrix();
   EXPECT_GE(matrix.size(), 200u);
-  EXPECT_LE(matrix.size(), 500u);
+  EXPECT_LE(matrix.size(), 800u);
   std::set<std::string> names;
   for (const Description &desc : matrix) {
     EXPECT_TRUE(names.insert(desc.name).second) << "duplicate " << desc.name;
@@ -112,8 +112,14 @@ TEST(DescriptionTest, MatrixCoversEveryAxisPerLayout) {
     std::set<int64_t> heads, dims, sizes;
     std::set<std::tuple<int64_t, int64_t, int64_t>> triples;
     for (const Description &d : matrix) {
-      if (d.layout != layout || d.kind != Kind::Append ||
-          d.name.rfind("gpu_", 0) == 0)
+      // The rows over the dtype pairs; the block-size sweep and the
+      // quantized rows have their own tests.
+      bool baseSize =
+          layout == Layout::Contiguous
+              ? d.blockSize == 64 || d.blockSize == 128 || d.blockSize == 256
+              : d.blockSize == 16 || d.blockSize == 32 || d.blockSize == 64;
+      if (d.layout != layout || d.kind != Kind::Append || d.quant ||
+          !baseSize || d.name.rfind("gpu_", 0) == 0)
         continue;
       seenPairs.insert({d.sourceDtype, d.cacheDtype});
       heads.insert(d.numKvHeads);
@@ -150,18 +156,116 @@ TEST(DescriptionTest, MatrixHasSlotMappingAndFusedForPagedLayouts) {
       if (d.kind == Kind::FusedAppend)
         fusedSizes.insert(d.blockSize);
     }
-    EXPECT_EQ(slotSizes, (std::set<int64_t>{16, 32, 64})) << layoutName(layout);
-    EXPECT_EQ(fusedSizes, (std::set<int64_t>{16, 32, 64}))
-        << layoutName(layout);
+    if (layout == Layout::PagedNHD)
+      for (int64_t size : {16, 32, 64})
+        EXPECT_TRUE(slotSizes.count(size)) << layoutName(layout) << " " << size;
+    for (int64_t size : {16, 32, 64})
+      EXPECT_TRUE(fusedSizes.count(size)) << layoutName(layout) << " " << size;
   }
   for (const Description &d : matrix)
-    EXPECT_FALSE(d.kind != Kind::Append && d.layout == Layout::Contiguous)
+    EXPECT_FALSE((d.kind == Kind::SlotMapping || d.kind == Kind::FusedAppend) &&
+                 d.layout == Layout::Contiguous)
         << d.name << ": the dialect's block-table ops are for paged caches";
+}
+
+TEST(DescriptionTest, MatrixHasAnyBlockSizeOnEveryPagedLayout) {
+  std::vector<Description> matrix = conformanceMatrix();
+  const std::set<int64_t> wanted = {1, 3, 16, 48, 528, 672};
+  std::set<int64_t> slotSizes;
+  for (Layout layout : {Layout::PagedNHD, Layout::PagedHND,
+                        Layout::VllmVectorized, Layout::DualStacked}) {
+    std::set<int64_t> appendSizes, fusedSizes;
+    for (const Description &d : matrix) {
+      if (d.layout != layout || d.quant)
+        continue;
+      if (d.kind == Kind::Append)
+        appendSizes.insert(d.blockSize);
+      if (d.kind == Kind::FusedAppend)
+        fusedSizes.insert(d.blockSize);
+      if (d.kind == Kind::SlotMapping)
+        slotSizes.insert(d.blockSize);
+    }
+    for (int64_t size : wanted) {
+      EXPECT_TRUE(appendSizes.count(size)) << layoutName(layout) << " " << size;
+      EXPECT_TRUE(fusedSizes.count(size)) << layoutName(layout) << " " << size;
+    }
+  }
+  for (int64_t size : wanted)
+    EXPECT_TRUE(slotSizes.count(size)) << "slot_mapping " << size;
+  std::set<int64_t> contiguousNotPowerOfTwo;
+  for (const Description &d : matrix)
+    if (d.layout == Layout::Contiguous && (d.blockSize & (d.blockSize - 1)))
+      contiguousNotPowerOfTwo.insert(d.blockSize);
+  EXPECT_GE(contiguousNotPowerOfTwo.size(), 2u);
+}
+
+TEST(DescriptionTest, MatrixHasEveryValidQuantization) {
+  std::vector<Description> matrix = conformanceMatrix();
+  for (Layout layout : {Layout::Contiguous, Layout::PagedNHD, Layout::PagedHND,
+                        Layout::VllmVectorized, Layout::DualStacked}) {
+    for (Kind kind : {Kind::Append, Kind::FusedAppend}) {
+      if (kind == Kind::FusedAppend && layout == Layout::Contiguous)
+        continue;
+      std::set<std::tuple<QuantKind, Granularity, ScaleMode>> seen;
+      for (const Description &d : matrix)
+        if (d.layout == layout && d.kind == kind && d.quant &&
+            !d.quant->reciprocal)
+          seen.insert({d.quant->kind, d.quant->granularity, d.quant->mode});
+      for (QuantKind q :
+           {QuantKind::FP8E4M3, QuantKind::FP8E5M2, QuantKind::Int8}) {
+        for (Granularity g : {Granularity::PerTensor, Granularity::PerToken,
+                              Granularity::PerHead, Granularity::PerTokenHead,
+                              Granularity::PerBlock}) {
+          for (ScaleMode m : {ScaleMode::Static, ScaleMode::Dynamic}) {
+            bool valid =
+                (m == ScaleMode::Static || g == Granularity::PerToken ||
+                 g == Granularity::PerTokenHead) &&
+                !(g == Granularity::PerBlock && layout == Layout::Contiguous);
+            EXPECT_EQ(seen.count({q, g, m}) == 1, valid)
+                << layoutName(layout) << " " << kindName(kind) << " "
+                << quantKindName(q) << " " << granularityName(g) << " "
+                << scaleModeName(m);
+          }
+        }
+      }
+    }
+  }
+  // Each quantized append carries the gather of its roundtrip; its cache
+  // dtype is the quantization's storage type.
+  for (const Description &d : matrix) {
+    if (!d.quant)
+      continue;
+    EXPECT_EQ(d.cacheDtype, storageType(d.quant->kind)) << d.name;
+    if (d.kind == Kind::Append || d.kind == Kind::FusedAppend) {
+      EXPECT_NE(d.toMlir().find("kv.gather @" + d.gatherKernelName() + " : " +
+                                d.cacheType() + " to f32"),
+                std::string::npos)
+          << d.name;
+      EXPECT_EQ(d.kernelNames().back(), d.gatherKernelName() + "_scalar");
+    }
+  }
+}
+
+TEST(DescriptionTest, QuantizedCacheTypeSpellsTheAttribute) {
+  Description d =
+      make(Kind::Append, Layout::PagedNHD, 16, DType::BF16, DType::F8E4M3);
+  d.quant = QuantSpec{QuantKind::FP8E4M3, Granularity::PerTokenHead,
+                      ScaleMode::Dynamic, true};
+  EXPECT_EQ(d.cacheType(),
+            "!kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, "
+            "head_dim = 128, dtype = f8E4M3FN, quant = #kv.quant<kind = "
+            "fp8_e4m3, granularity = per_token_head, mode = dynamic, "
+            "reciprocal = true>>");
+  EXPECT_EQ(toDLDataType(DType::F8E5M2).code, kDLUInt);
+  EXPECT_EQ(float8DLDataType(DType::F8E4M3).code, 10);
+  EXPECT_EQ(float8DLDataType(DType::F8E5M2).code, 12);
+  EXPECT_EQ(toDLDataType(DType::I8).code, kDLInt);
 }
 
 TEST(DescriptionTest, MatrixHasNoSixteenBitToSixteenBitCasts) {
   for (const Description &d : conformanceMatrix())
-    EXPECT_FALSE(d.sourceDtype != d.cacheDtype && d.sourceDtype != DType::F32 &&
+    EXPECT_FALSE(!d.quant && d.kind != Kind::Gather &&
+                 d.sourceDtype != d.cacheDtype && d.sourceDtype != DType::F32 &&
                  d.cacheDtype != DType::F32)
         << d.name;
 }
@@ -181,23 +285,33 @@ TEST(DescriptionTest, ReducedMatrixIsACoveringSubset) {
   EXPECT_LT(reduced.size(), full.size() / 4);
   std::set<std::tuple<Kind, Layout>> kinds;
   std::set<std::pair<DType, DType>> pairs;
+  std::set<std::tuple<Kind, QuantKind, ScaleMode>> quants;
   std::set<int64_t> heads, dims, sizes;
   for (const Description &d : reduced) {
     std::optional<Description> same = findDescription(full, d.name);
     ASSERT_TRUE(same.has_value()) << d.name;
     EXPECT_EQ(same->toMlir(), d.toMlir());
     kinds.insert({d.kind, d.layout});
-    pairs.insert({d.sourceDtype, d.cacheDtype});
+    if (d.quant)
+      quants.insert({d.kind, d.quant->kind, d.quant->mode});
+    else if (d.kind != Kind::Gather)
+      pairs.insert({d.sourceDtype, d.cacheDtype});
     heads.insert(d.numKvHeads);
     dims.insert(d.headDim);
     if (d.layout != Layout::Contiguous)
       sizes.insert(d.blockSize);
   }
-  EXPECT_EQ(kinds.size(), 5u + 4u + 4u); // appends, fused, slot mapping
+  // appends, fused, slot mapping, gathers
+  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u);
   EXPECT_EQ(pairs.size(), 7u);
-  EXPECT_EQ(heads, (std::set<int64_t>{1, 3, 8}));
-  EXPECT_EQ(dims, (std::set<int64_t>{64, 128, 256}));
-  EXPECT_EQ(sizes, (std::set<int64_t>{16, 32, 64}));
+  // (append, fused) x 3 kinds x 2 modes, and the gathers' 3 x 2.
+  EXPECT_EQ(quants.size(), 3u * 3u * 2u);
+  for (int64_t h : {1, 3, 8})
+    EXPECT_TRUE(heads.count(h)) << h;
+  for (int64_t d : {64, 128, 256})
+    EXPECT_TRUE(dims.count(d)) << d;
+  for (int64_t size : {16, 32, 64})
+    EXPECT_TRUE(sizes.count(size)) << size;
 }
 
 TEST(DescriptionTest, CaseListsPerKind) {

@@ -1,14 +1,16 @@
 //===- Description.h - Cache descriptions, the matrix -----------*- C++ -*-===//
 //
-// A Description is one kv op (append, slot_mapping or fused_append) on one
-// cache type, in the words of the kv dialect. The matrix is the list every
-// suite runs: the host suite JIT-compiles each description on the CPU, the GPU
-// suite compiles all of them into one bundle at build time.
+// A Description is one kv op (append, slot_mapping, fused_append or gather)
+// on one cache type, in the words of the kv dialect. The matrix is the list
+// every suite runs: the host suite JIT-compiles each description on the CPU,
+// the GPU suite compiles all of them into one bundle at build time.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KVGEN_CONFORMANCE_DESCRIPTION_H
 #define KVGEN_CONFORMANCE_DESCRIPTION_H
+
+#include "conformance/Quant.h"
 
 #include <dlpack/dlpack.h>
 
@@ -21,13 +23,23 @@
 
 namespace kvgen::conformance {
 
-enum class DType { F32, F16, BF16 };
+/// Element types: the float types of sources, caches and gather outputs, and
+/// the storage types of quantized caches.
+enum class DType { F32, F16, BF16, F8E4M3, F8E5M2, I8 };
 
 /// Bytes of one element.
 size_t dtypeBytes(DType type);
-/// The dialect's spelling: f32, f16, bf16.
+/// The dialect's spelling: f32, f16, bf16, f8E4M3FN, f8E5M2, i8.
 const char *dtypeName(DType type);
+/// fp8 caches travel as uint8 (kvrt also takes DLPack's float8 codes, see
+/// float8DLDataType()).
 DLDataType toDLDataType(DType type);
+/// DLPack's float8 codes (10: e4m3fn, 12: e5m2), which DLPack headers before
+/// 1.1 do not name.
+DLDataType float8DLDataType(DType type);
+bool isQuantizedStorage(DType type);
+/// The storage type of a quantization kind.
+DType storageType(QuantKind kind);
 
 enum class Layout {
   Contiguous,
@@ -41,7 +53,21 @@ enum class Layout {
 const char *layoutName(Layout layout);
 bool isPaged(Layout layout);
 
-enum class Kind { Append, SlotMapping, FusedAppend };
+enum class Kind { Append, SlotMapping, FusedAppend, Gather };
+
+/// `#kv.quant<kind, granularity, mode>` (and its `reciprocal` flag).
+struct QuantSpec {
+  QuantKind kind = QuantKind::FP8E4M3;
+  Granularity granularity = Granularity::PerTensor;
+  ScaleMode mode = ScaleMode::Static;
+  bool reciprocal = false;
+
+  bool dynamic() const { return mode == ScaleMode::Dynamic; }
+  /// `#kv.quant<...>`.
+  std::string attr() const;
+  /// fp8_e4m3_per_tensor_static (and _rcp), for names.
+  std::string tag() const;
+};
 
 /// The dialect's op name without the `kv.` prefix.
 const char *kindName(Kind kind);
@@ -55,9 +81,13 @@ struct Description {
   int64_t blockSize = 16;
   int64_t numKvHeads = 8;
   int64_t headDim = 128;
-  /// Dtype of the new K/V rows; unused by slot_mapping.
+  /// Dtype of the new K/V rows; unused by slot_mapping and gather.
   DType sourceDtype = DType::BF16;
+  /// For a quantized cache, the storage type of `quant`.
   DType cacheDtype = DType::BF16;
+  std::optional<QuantSpec> quant;
+  /// What a gather writes.
+  DType outputDtype = DType::F32;
 
   /// vllm_vectorized: elements of the cache dtype in 16 bytes.
   int64_t x() const {
@@ -66,13 +96,28 @@ struct Description {
 
   /// `!kv.cache<...>`.
   std::string cacheType() const;
-  /// The op, one line, e.g.
-  /// `kv.append @a : !kv.cache<layout = paged_nhd, ...> from bf16`.
+  /// The op, e.g.
+  /// `kv.append @a : !kv.cache<layout = paged_nhd, ...> from bf16`. A
+  /// quantized append or fused_append brings a second line: the gather that
+  /// reads its cache back to f32 (gatherKernelName()), for the roundtrip.
   std::string toMlir() const;
 
   /// The kernels the bundle holds for this description: `name` (the vector
-  /// variant, or the only kernel of slot_mapping) and `name_scalar`.
+  /// variant, or the only kernel of slot_mapping), `name_scalar`, and a
+  /// quantized append's gather (both variants).
   std::string scalarKernelName() const { return name + "_scalar"; }
+  bool hasRoundtripGather() const {
+    return quant && (kind == Kind::Append || kind == Kind::FusedAppend);
+  }
+  std::string gatherKernelName() const { return name + "_gather"; }
+  /// The description of that gather.
+  Description roundtripGather() const {
+    Description gather = *this;
+    gather.kind = Kind::Gather;
+    gather.name = gatherKernelName();
+    gather.outputDtype = DType::F32;
+    return gather;
+  }
   std::vector<std::string> kernelNames() const;
 
   /// A one-line summary for logs.
@@ -83,9 +128,13 @@ struct Description {
 std::string toMlirModule(const std::vector<Description> &descriptions);
 
 /// The conformance matrix: every layout x dtype pair, with heads x head_dim x
-/// block size covered pairwise, plus slot_mapping and fused_append
-/// descriptions for the paged layouts and the few descriptions the GPU-only
-/// tests use (names starting with `gpu_`). A few hundred in all.
+/// block size covered pairwise; slot_mapping and fused_append descriptions
+/// for the paged layouts; block sizes 1, 3, 16, 48, 528 and 672 on every
+/// paged layout and max_seq_len values that are not powers of two; every
+/// valid quantized combination (layout x fp8_e4m3 / fp8_e5m2 / int8 x
+/// granularity x static / dynamic, append and fused_append); gathers of
+/// plain and quantized caches; and the few descriptions the GPU-only tests
+/// use (names starting with `gpu_`). A few hundred in all.
 std::vector<Description> conformanceMatrix();
 
 /// A subset of conformanceMatrix() (same names) small enough for

@@ -16,6 +16,7 @@
 #include "conformance/Reference.h"
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -116,6 +117,12 @@ public:
   /// New random values in the same buffers (a replayed CUDA graph reads
   /// them).
   bool refill(std::mt19937_64 &rng, std::string &error);
+  /// New values chosen per element: `value(t, h, d, isKey)` in fp32, stored
+  /// in the source dtype (round to nearest even), for every stored row. The
+  /// quantized cases use it to place values relative to their scales.
+  bool
+  refillWith(const std::function<float(int64_t, int64_t, int64_t, bool)> &value,
+             std::string &error);
 
   int64_t numTokens() const { return tokens; }
   TensorView hostKey() const;
@@ -130,6 +137,8 @@ private:
   Backend *backend = nullptr;
   Description desc;
   int64_t tokens = 0;
+  /// Rows backed by memory (all but a fenced storage's padding rows).
+  int64_t storedRows = 0;
   bool fencedRows = false;
   std::vector<unsigned char> host;
   DeviceBuffer device;
@@ -157,8 +166,11 @@ enum class CacheStorage {
 /// byte-for-byte check of the device copy against that image.
 class CacheSet {
 public:
+  /// `float8Codes`: an fp8 cache's tensors say DLPack's float8 code (10,
+  /// 12) instead of uint8.
   bool create(Backend &backend, const Description &desc, int64_t numBlocks,
-              CacheStorage storage, uint64_t poisonSeed, std::string &error);
+              CacheStorage storage, uint64_t poisonSeed, std::string &error,
+              bool float8Codes = false);
   /// Poisons the device storage again and resets the expected image to it.
   bool reset(std::string &error);
 
@@ -167,12 +179,17 @@ public:
   /// nullptr for dual_stacked (kvrt wants NULL there).
   const DLTensor *valueCache() const { return valueArg.get(); }
 
-  /// Applies appendReference() to the expected image.
-  void expectAppend(const SourceSet &source, const std::vector<int64_t> &slots);
+  /// Applies appendReference() to the expected image (with the scales of a
+  /// quantized description).
+  void expectAppend(const SourceSet &source, const std::vector<int64_t> &slots,
+                    const ScaleArgs *scales = nullptr);
   /// The same with K and V as host views ([num_tokens, H, D] of the source
   /// dtype): a head shard of a wider source, say.
   void expectAppend(const TensorView &key, const TensorView &value,
-                    const std::vector<int64_t> &slots);
+                    const std::vector<int64_t> &slots,
+                    const ScaleArgs *scales = nullptr);
+  /// The image the storage must hold.
+  std::vector<unsigned char> &expectedImage() { return expected; }
 
   /// Copies the device storage back and compares every byte (guards and
   /// gaps included) with the expected image. On a difference, `report` names

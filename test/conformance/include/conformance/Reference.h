@@ -74,15 +74,62 @@ uint32_t convertElement(uint32_t bits, DType from, DType to);
 uint32_t loadBits(const void *p, DType type);
 void storeBits(void *p, DType type, uint32_t bits);
 
+/// The scales of a quantized description (docs/CONTRACT.md,
+/// "Quantization"), K's and V's, as compact fp32 host arrays.
+struct ScaleArgs {
+  /// Static: the inputs, of staticScaleShape().
+  const float *keyScale = nullptr;
+  const float *valueScale = nullptr;
+  /// Dynamic: the scale caches, of scaleCacheShape(); an append writes the
+  /// scale of each token it writes at that token's slot, a gather reads it.
+  float *keyScaleCache = nullptr;
+  float *valueScaleCache = nullptr;
+};
+
+/// A static scale tensor's shape: per_tensor [1], per_head [H], per_token
+/// [rows], per_token_head [rows, H], per_block [num_blocks, H]. `rows` is
+/// the launch's tokens (an append) or slots (a gather).
+std::vector<int64_t> staticScaleShape(const Description &desc, int64_t rows,
+                                      int64_t numBlocks);
+/// A dynamic scale cache's shape: per_token [num_blocks, block_size],
+/// per_token_head [num_blocks, block_size, H] (contiguous: [batch,
+/// max_seq_len(, H)]).
+std::vector<int64_t> scaleCacheShape(const Description &desc,
+                                     int64_t numBlocks);
+/// The element of a static scale that covers (row, head) of a token whose
+/// slot is in `block`.
+int64_t staticScaleIndex(const Description &desc, int64_t row, int64_t head,
+                         int64_t block);
+/// The element of a scale cache that holds the scale of (block, pos, head).
+int64_t scaleCacheIndex(const Description &desc, int64_t block, int64_t pos,
+                        int64_t head);
+
 /// The append: for each token t with slot s >= 0 and block s / block_size <
 /// num_blocks (cache dim 0), writes key[t, h, d] and value[t, h, d] into the
-/// caches at (block, h, s % block_size, d), cast to the cache dtype.
-/// `key`/`value` are [num_tokens, H, D] of the source dtype; the caches have
-/// cacheShape()'s shape (any strides). For dual_stacked pass the kv tensor
-/// as `keyCache`; `valueCache` is ignored.
+/// caches at (block, h, s % block_size, d), cast to the cache dtype, or for
+/// a quantized cache quantized with `scales` (dynamic: computed per group and
+/// written into the scale caches). `key`/`value` are [num_tokens, H, D] of
+/// the source dtype; the caches have cacheShape()'s shape (any strides). For
+/// dual_stacked pass the kv tensor as `keyCache`; `valueCache` is ignored.
 void appendReference(const Description &desc, const TensorView &key,
                      const TensorView &value, const int64_t *slotMapping,
-                     const TensorView &keyCache, const TensorView &valueCache);
+                     const TensorView &keyCache, const TensorView &valueCache,
+                     const ScaleArgs *scales = nullptr);
+
+/// The gather: for each row i of `slotMapping` (numRows slots) with a slot
+/// the append would write, reads (block, h, pos, d) of both caches into
+/// keyOut/valueOut[i, h, d] ([rows, H, D] of desc.outputDtype, any strides):
+/// dequantized (x = float(q) * s) for a quantized cache, else converted;
+/// narrowed with round to nearest even. Other rows are left as they are.
+void gatherReference(const Description &desc, const TensorView &keyCache,
+                     const TensorView &valueCache, const int64_t *slotMapping,
+                     int64_t numRows, const ScaleArgs *scales,
+                     const TensorView &keyOut, const TensorView &valueOut);
+
+/// The fp32 value of an element of a float dtype (f32, f16, bf16), and the
+/// bits of `value` in one (round to nearest even).
+float elementToFloat(uint32_t bits, DType type);
+uint32_t floatToElement(float value, DType type);
 
 /// The slot-mapping builder (KERNEL-ABI.md): token t of request r (the r with
 /// query_start_loc[r] <= t < query_start_loc[r + 1]) is at position
