@@ -1,11 +1,45 @@
 #!/usr/bin/env bash
-# The README's test command: set up, build, run every suite. The lit suite
-# checks the IR of every stage and the PTX; the unit tests check the manifest
-# and kvrt's validation; the host suite runs every description on the CPU
-# against the C++ reference; the GPU suite runs where there is a GPU and says
-# that it skipped where there is none.
+# The README's test command. On a fresh machine it installs what is missing,
+# builds, and runs every suite:
+#
+#   1. ctest in build/: lit (the IR of every stage, the PTX, the driver's
+#      refusals), the unit tests (manifest, kvrt's validation), the host suite
+#      (every description run on the CPU against the C++ reference), and the
+#      GPU suite where there is a GPU (it says that it skipped where not);
+#   2. the kvrt unit tests and the host suite again, built with
+#      AddressSanitizer and UndefinedBehaviorSanitizer in build-asan/;
+#   3. each libFuzzer harness for KVGEN_FUZZ_SECONDS (default 60) seconds,
+#      where clang-22 is installed.
+#
+# Arguments go to the first ctest (e.g. -L lit). Each step prints its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
 build=${KVGEN_BUILD_DIR:-build}
-ctest --test-dir "$build" --output-on-failure -j2 "$@"
+asan_build=${KVGEN_ASAN_BUILD_DIR:-build-asan}
+
+step() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "test: $name"
+  "$@"
+  echo "test: $name took $((SECONDS - start)) s"
+}
+
+step "dependencies" scripts/setup.sh deps
+step "build" scripts/setup.sh build
+step "ctest" ctest --test-dir "$build" --output-on-failure -j2 "$@"
+step "sanitizer build" scripts/setup.sh asan
+# A leak, an overflow or undefined behaviour fails the test that caused it.
+# allow_user_poisoning=0: LLVM's allocators poison their free memory only in
+# the code built with ASan (kvgen's), not in the prebuilt libMLIR that shares
+# them, which would read its own allocations as poisoned.
+export ASAN_OPTIONS=detect_leaks=1:allow_user_poisoning=0:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+step "sanitizer ctest" ctest --test-dir "$asan_build" --output-on-failure -j2 \
+  -L 'unit|host'
+unset ASAN_OPTIONS UBSAN_OPTIONS
+if command -v clang++-22 >/dev/null; then
+  step "fuzzers" scripts/fuzz.sh "${KVGEN_FUZZ_SECONDS:-60}"
+else
+  echo "test: fuzzers skipped (no clang++-22; scripts/setup.sh deps installs it)"
+fi

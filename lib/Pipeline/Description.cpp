@@ -41,7 +41,8 @@ LogicalResult kvgen::checkDescriptionText(const llvm::SourceMgr &sourceMgr,
   for (size_t i = 0, e = text.size(); i < e; ++i) {
     char c = text[i];
     if (c == '"') {
-      for (++i; i < e && text[i] != '"'; ++i)
+      // MLIR's strings end at the quote, or (unterminated) at the line.
+      for (++i; i < e && text[i] != '"' && text[i] != '\n'; ++i)
         if (text[i] == '\\')
           ++i;
       continue;
