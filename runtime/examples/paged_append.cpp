@@ -118,13 +118,20 @@ struct QkvViews {
   DLTensor key, value;
 };
 
-/// The name of the bundle's `kind` kernel (its vector variant); empty if none.
+/// The name of the bundle's `kind` kernel: its vector variant where it has
+/// one (kvrt then picks the variant per launch), else its only one; empty if
+/// the bundle has none.
 std::string findKernel(const kvrt_bundle *bundle, const char *kind) {
-  for (size_t i = 0, e = kvrt_bundle_num_kernels(bundle); i < e; ++i)
-    if (std::strcmp(kvrt_bundle_kernel_kind(bundle, i), kind) == 0 &&
-        std::strcmp(kvrt_bundle_kernel_variant(bundle, i), "scalar") != 0)
+  std::string found;
+  for (size_t i = 0, e = kvrt_bundle_num_kernels(bundle); i < e; ++i) {
+    if (std::strcmp(kvrt_bundle_kernel_kind(bundle, i), kind) != 0)
+      continue;
+    if (std::strcmp(kvrt_bundle_kernel_variant(bundle, i), "vector") == 0)
       return kvrt_bundle_kernel_name(bundle, i);
-  return "";
+    if (found.empty())
+      found = kvrt_bundle_kernel_name(bundle, i);
+  }
+  return found;
 }
 
 /// One step of the engine: which requests get how many new tokens.
