@@ -1,12 +1,11 @@
-//===- Limits.h - the largest caches a generated kernel supports -*- C++
-//-*-===//
+//===- Limits.h - the largest caches a generated kernel supports -*- C++ -*-===//
 //
-// The limits of docs/CONTRACT.md, defined once: the dialect's verifier refuses
-// a description past one (so kvgen never plans a kernel it cannot launch), and
-// kvrt refuses a bundle past one. They come from what a GPU can launch and
-// from keeping every product of two of them far inside int64_t: with these
-// bounds, elements per token times tokens per block is at most 2^40, so no
-// offset computed from the compile-time geometry can wrap.
+// The limits of docs/CONTRACT.md as constants (kMaxBlockSize, kMaxHeadDim,
+// ...), from the one table in Limits.def: the dialect's verifier refuses a
+// description past one (so kvgen never plans a kernel it cannot launch), and
+// kvrt refuses a bundle past one. With these bounds, elements per token times
+// tokens per block is at most 2^40, so no offset computed from the
+// compile-time geometry can wrap.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,14 +16,8 @@
 
 namespace kvgen::abi {
 
-/// block_size of a paged layout, max_seq_len of the contiguous layout.
-inline constexpr int64_t kMaxTokensPerBlock = int64_t(1) << 20;
-inline constexpr int64_t kMaxHeadDim = int64_t(1) << 16;
-inline constexpr int64_t kMaxKvHeads = int64_t(1) << 12;
-/// num_kv_heads * head_dim.
-inline constexpr int64_t kMaxElementsPerToken = int64_t(1) << 20;
-/// CUDA's limit on the threads of one block.
-inline constexpr int64_t kMaxThreadsPerBlock = 1024;
+#define KVGEN_ABI_LIMIT(Id, Name, Value) inline constexpr int64_t k##Id = Value;
+#include "kvgen/ABI/Limits.def"
 
 } // namespace kvgen::abi
 

@@ -185,10 +185,10 @@ verifyCacheLimits(function_ref<InFlightDiagnostic()> emitError,
                        << limit;
   };
   using namespace kvgen::abi;
-  if (tokensPerBlock > kMaxTokensPerBlock)
+  if (tokensPerBlock > kMaxBlockSize)
     return tooLarge(layout == LayoutKind::Contiguous ? "max_seq_len"
                                                      : "block_size",
-                    tokensPerBlock, kMaxTokensPerBlock);
+                    tokensPerBlock, kMaxBlockSize);
   if (headDim > kMaxHeadDim)
     return tooLarge("head_dim", headDim, kMaxHeadDim);
   if (numKvHeads > kMaxKvHeads)
