@@ -29,19 +29,18 @@ deps() {
   fi
 }
 
-# ccache when present: a second build of the same sources is nearly free.
-launcher() {
-  if command -v ccache >/dev/null; then
-    echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
-  fi
-}
-
 configure() {
   local dir=$1
   shift
+  # ccache when present: a second build of the same sources is nearly free.
+  local launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+              -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit $(launcher) "$@" >/dev/null
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${launcher[@]}" "$@" >/dev/null
 }
 
 build() {
