@@ -8,7 +8,7 @@ config.name = "kvgen"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
-                   "conformance", "host", "gpu", "unit"]
+                   "conformance", "host", "gpu", "unit", "Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kvgen_obj_root, "test")
 

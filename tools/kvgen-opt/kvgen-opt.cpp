@@ -1,6 +1,7 @@
 //===- kvgen-opt.cpp - mlir-opt with the kv dialect and passes ------------===//
 //
-// For the lit tests: parse, verify, run kvgen's passes one at a time, print.
+// For the lit tests: parse, verify, run kvgen's passes one at a time, or one
+// of its pipelines by name (--kv-lower-to-gpu, ...), print.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,7 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   kvgen::registerKVGenPasses();
+  kvgen::registerKVGenPipelines();
   mlir::DialectRegistry registry;
   kvgen::registerKVGenDialects(registry);
   return mlir::asMainReturnCode(

@@ -61,6 +61,11 @@ void buildNVVMPipeline(mlir::OpPassManager &pm, const GPUTargetOptions &opts);
 /// Adds loops -> LLVM dialect for the CPU.
 void buildHostPipeline(mlir::OpPassManager &pm);
 
+/// Registers the pipelines above as kv-lower-to-loops, kv-lower-to-gpu,
+/// kv-lower-to-nvvm{chip=... features=...} and kv-lower-to-host
+/// (PipelineRegistration.cpp).
+void registerKVGenPipelines();
+
 /// Serializes the gpu.module of an NVVM-lowered module to PTX; if `llvmIR` is
 /// given, it receives the optimized LLVM IR.
 mlir::FailureOr<std::string> serializeToPTX(mlir::ModuleOp module,

@@ -1,0 +1,59 @@
+//===- PipelineRegistration.cpp - kvgen's pipelines as named passes -------===//
+//
+// The pipelines kvgen runs, registered under names so that kvgen-opt (or any
+// mlir-opt-like tool that calls registerKVGenPipelines) can run one on
+// hand-written input: `kvgen-opt --kv-lower-to-gpu desc.mlir`. kvgen itself
+// builds the same pipelines through the build*Pipeline functions, so a lit
+// test of a named pipeline checks what kvgen runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvgen/Pipeline/Pipeline.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+namespace {
+
+struct NVVMPipelineOptions : public PassPipelineOptions<NVVMPipelineOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("The GPU the kernels are for"),
+                           llvm::cl::init("sm_90")};
+  Option<std::string> features{*this, "features",
+                               llvm::cl::desc("PTX features, e.g. +ptx80"),
+                               llvm::cl::init("+ptx80")};
+};
+
+} // namespace
+
+void kvgen::registerKVGenPipelines() {
+  PassPipelineRegistration<>(
+      "kv-lower-to-loops",
+      "kv ops to the target-independent loop nest of their kernels",
+      [](OpPassManager &pm) { buildLoopsPipeline(pm); });
+  PassPipelineRegistration<>("kv-lower-to-gpu",
+                             "kv ops to gpu.module kernels (the GPU mapping)",
+                             [](OpPassManager &pm) {
+                               buildLoopsPipeline(pm);
+                               buildGPUMappingPipeline(pm);
+                             });
+  PassPipelineRegistration<NVVMPipelineOptions>(
+      "kv-lower-to-nvvm",
+      "kv ops to GPU kernels in the NVVM and LLVM dialects, ready for PTX",
+      [](OpPassManager &pm, const NVVMPipelineOptions &options) {
+        GPUTargetOptions target;
+        target.chip = options.chip;
+        target.features = options.features;
+        buildLoopsPipeline(pm);
+        buildGPUMappingPipeline(pm);
+        buildNVVMPipeline(pm, target);
+      });
+  PassPipelineRegistration<>(
+      "kv-lower-to-host",
+      "kv ops to host functions in the LLVM dialect (the CPU target)",
+      [](OpPassManager &pm) {
+        buildLoopsPipeline(pm);
+        buildHostPipeline(pm);
+      });
+}
