@@ -12,6 +12,14 @@
 // The grid is ceil(num_tokens / tokens_per_block) blocks: a function of the
 // shapes only, never of the slots, so the launch can be captured in a graph.
 //
+// A dynamic scale's iteration is a group of chunks whose amax must be known
+// before the first store. kv-to-loops spells its lanes as inner scf.parallel
+// loops, which the host runs in sequence; here they become `lanes` adjacent
+// threads (chunk = thread_id.x / lanes, lane = thread_id.x mod lanes), and
+// the amax loop's scf.reduce a butterfly of warp shuffles. This is the only
+// place that knows threads exist, so the cross-thread reduction belongs
+// here, and the host keeps the plain sequential loop that needs no shuffles.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kvgen/Conversion/KernelPlan.h"
@@ -20,6 +28,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVLOOPSTOGPU
@@ -28,6 +37,87 @@ namespace kvgen {
 
 using namespace mlir;
 using namespace kvgen;
+
+/// The lane count of the lane loops nested in `loop`'s body (1 if none):
+/// they must all run from 0 by 1 to the same constant power of two of at
+/// most a warp, dividing threads_x, so that an iteration's lanes are
+/// adjacent threads of one warp.
+static FailureOr<int64_t> laneCount(scf::ParallelOp loop, int64_t threadsX) {
+  int64_t lanes = 1;
+  WalkResult walk = loop.getBody()->walk([&](scf::ParallelOp inner) {
+    std::optional<int64_t> lb = getConstantIntValue(inner.getLowerBound()[0]);
+    std::optional<int64_t> ub = getConstantIntValue(inner.getUpperBound()[0]);
+    std::optional<int64_t> step = getConstantIntValue(inner.getStep()[0]);
+    if (inner.getNumLoops() != 1 || lb != 0 || step != 1 || !ub ||
+        !llvm::isPowerOf2_64(*ub) || *ub > 32 || threadsX % *ub != 0 ||
+        (lanes != 1 && *ub != lanes)) {
+      inner.emitError() << "a lane loop runs from 0 by 1 to a power of two "
+                           "of at most 32 that divides threads_x = "
+                        << threadsX << ", the same in one kernel";
+      return WalkResult::interrupt();
+    }
+    lanes = *ub;
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return lanes;
+}
+
+/// Replaces the lane loop `inner` by its body for thread `lane` of `lanes`.
+/// Each reduction becomes log2(lanes) butterfly steps of shfl.sync over the
+/// lanes of this iteration (their bits of the warp as the member mask: other
+/// iterations in the same warp may be on another branch, e.g. a padding
+/// token), then is combined with the loop's initial value.
+static void inlineLaneLoop(ImplicitLocOpBuilder &b, scf::ParallelOp inner,
+                           Value lane, int64_t lanes) {
+  b.setInsertionPoint(inner);
+  IRMapping map;
+  map.map(inner.getInductionVars()[0], lane);
+  for (Operation &op : inner.getBody()->without_terminator())
+    b.clone(op, map);
+  auto reduce = cast<scf::ReduceOp>(inner.getBody()->getTerminator());
+  Value memberMask;
+  if (reduce.getNumOperands() != 0) {
+    Type i32 = b.getI32Type();
+    auto c32 = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, i32, v);
+    };
+    memberMask = c32(-1);
+    if (lanes < 32) {
+      Value laneId = arith::IndexCastOp::create(
+          b, i32, gpu::LaneIdOp::create(b, /*upper_bound=*/nullptr));
+      Value firstLane = arith::AndIOp::create(b, laneId, c32(32 - lanes));
+      memberMask =
+          arith::ShLIOp::create(b, c32((int64_t(1) << lanes) - 1), firstLane);
+    }
+  }
+  auto combine = [&](Block &body, Value x, Value y) {
+    IRMapping args;
+    args.map(body.getArgument(0), x);
+    args.map(body.getArgument(1), y);
+    for (Operation &op : body.without_terminator())
+      b.clone(op, args);
+    return args.lookupOrDefault(
+        cast<scf::ReduceReturnOp>(body.getTerminator()).getResult());
+  };
+  SmallVector<Value> results;
+  for (auto [i, operand] : llvm::enumerate(reduce.getOperands())) {
+    Block &body = reduce.getReductions()[i].front();
+    Value x = map.lookupOrDefault(operand);
+    for (int64_t offset = 1; offset < lanes; offset *= 2) {
+      Value y = NVVM::ShflOp::create(
+          b, x.getType(), memberMask, x,
+          arith::ConstantIntOp::create(b, b.getI32Type(), offset),
+          arith::ConstantIntOp::create(b, b.getI32Type(), 0x1f),
+          NVVM::ShflKind::bfly, /*return_value_and_is_valid=*/nullptr);
+      x = combine(body, x, y);
+    }
+    results.push_back(combine(body, inner.getInitVals()[i], x));
+  }
+  inner.replaceAllUsesWith(results);
+  inner.erase();
+}
 
 /// Clones `func` (a kv-to-loops function) into `gpuModule` as a kernel.
 static LogicalResult mapToKernel(func::FuncOp func,
@@ -69,6 +159,9 @@ static LogicalResult mapToKernel(func::FuncOp func,
                             << chunks;
   if (loop.getUpperBound()[0].getParentBlock() == loop.getBody())
     return loop.emitError("the token bound must be defined before the loop");
+  FailureOr<int64_t> lanes = laneCount(loop, threadsX);
+  if (failed(lanes))
+    return failure();
 
   OpBuilder builder = OpBuilder::atBlockEnd(gpuModule.getBody());
   auto kernel = gpu::GPUFuncOp::create(builder, func.getLoc(), func.getName(),
@@ -106,13 +199,21 @@ static LogicalResult mapToKernel(func::FuncOp func,
       /*withElseRegion=*/false);
   b.setInsertionPointToStart(inRange.thenBlock());
 
-  // One chunk per thread when the token fits in the block's x extent (the
-  // common case: no loop, no bound check); otherwise a strided loop.
-  Value chunk = tx;
-  if (chunks > threadsX) {
+  // One chunk per thread (or per `lanes` threads) when the token fits in the
+  // block's x extent (the common case: no loop, no bound check); otherwise a
+  // strided loop. A chunk's lanes share its token and trip count, so they
+  // reach the shuffles together.
+  Value chunk = tx, lane;
+  if (*lanes > 1) {
+    Value l = arith::ConstantIndexOp::create(b, *lanes);
+    chunk = arith::DivUIOp::create(b, tx, l);
+    lane = arith::RemUIOp::create(b, tx, l);
+  }
+  int64_t chunksInX = threadsX / *lanes;
+  if (chunks > chunksInX) {
     auto chunkLoop =
-        scf::ForOp::create(b, tx, arith::ConstantIndexOp::create(b, chunks),
-                           arith::ConstantIndexOp::create(b, threadsX));
+        scf::ForOp::create(b, chunk, arith::ConstantIndexOp::create(b, chunks),
+                           arith::ConstantIndexOp::create(b, chunksInX));
     b.setInsertionPointToStart(chunkLoop.getBody());
     chunk = chunkLoop.getInductionVar();
   }
@@ -121,6 +222,11 @@ static LogicalResult mapToKernel(func::FuncOp func,
     map.map(loop.getInductionVars()[1], chunk);
   for (Operation &op : loop.getBody()->without_terminator())
     b.clone(op, map);
+
+  SmallVector<scf::ParallelOp> laneLoops;
+  kernel.walk([&](scf::ParallelOp inner) { laneLoops.push_back(inner); });
+  for (scf::ParallelOp inner : laneLoops)
+    inlineLaneLoop(b, inner, lane, *lanes);
 
   b.setInsertionPointToEnd(&kernel.getBody().front());
   gpu::ReturnOp::create(b);

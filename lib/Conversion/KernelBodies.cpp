@@ -4,8 +4,8 @@
 // move a chunk (or, for a dynamic scale, a whole group of chunks) between
 // the source or output rows and the cache, casting, quantizing or
 // dequantizing on the way (docs/CONTRACT.md, "Quantization"): a chunk's
-// static scale, the two passes of a dynamic scale (amax of the group, then
-// quantize and store, the scale written beside the cache), the gather's
+// static scale, the two lane loops of a dynamic scale (amax of the group,
+// then quantize and store, the scale written beside the cache), the gather's
 // dequantizing read. The arithmetic itself is in Quantize.cpp; the index
 // math in KVToLoops.cpp.
 //
@@ -115,27 +115,50 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
   }
 
   // Dynamic: this iteration owns one group (the token, or one of its heads),
-  // so it sees every value its scale covers. A first pass finds amax of K
-  // and V, a second quantizes and stores (its loads hit the L1).
+  // so it sees every value its scale covers. Its chunks are spread over
+  // `lanesPerGroup` lanes, each an iteration of an inner scf.parallel: lane
+  // l takes chunks l, l + lanes, ..., so adjacent lanes touch adjacent
+  // chunks. A first lane loop finds amax of K and V with an scf.reduce, a
+  // second quantizes and stores. The host runs both loops in sequence; the
+  // GPU mapping gives each lane a thread and turns the scf.reduce into warp
+  // shuffles, and there the second loop's loads are the first loop's (same
+  // addresses, read-only inputs), so K and V are read once and stay in
+  // registers.
+  int64_t lanes = plan.lanesPerGroup;
+  int64_t perLane = plan.chunksPerGroup / lanes;
   Value first = mul(c64, i64(plan.chunksPerGroup));
+  auto laneChunk = [&](Value lane, int64_t j) {
+    return chunkPosition(add(first, add(toI64(lane), i64(j * lanes))));
+  };
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
-  auto amaxLoop = scf::ForOp::create(b, index(0), index(plan.chunksPerGroup),
-                                     index(1), ValueRange{zero, zero});
+  auto amaxLoop =
+      scf::ParallelOp::create(b, ValueRange{index(0)}, ValueRange{index(lanes)},
+                              ValueRange{index(1)}, ValueRange{zero, zero});
   {
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPointToStart(amaxLoop.getBody());
-    auto [head, d0] =
-        chunkPosition(add(first, toI64(amaxLoop.getInductionVar())));
-    SmallVector<Value> results;
-    for (bool isKey : {true, false}) {
-      Value acc = amaxLoop.getRegionIterArgs()[isKey ? 0 : 1];
-      for (Value x : loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
-                               sourceStrides(isKey), t, head, d0))
-        acc = emitAbsMaxFinite(b, emitFloatCast(b, x, b.getF32Type()), acc);
-      results.push_back(acc);
+    Value lane = amaxLoop.getInductionVars()[0];
+    SmallVector<Value> acc = {zero, zero};
+    for (int64_t j = 0; j < perLane; ++j) {
+      auto [head, d0] = laneChunk(lane, j);
+      for (bool isKey : {true, false})
+        for (Value x :
+             loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
+                       sourceStrides(isKey), t, head, d0))
+          acc[isKey ? 0 : 1] = emitAbsMaxFinite(
+              b, emitFloatCast(b, x, b.getF32Type()), acc[isKey ? 0 : 1]);
     }
-    scf::YieldOp::create(b, results);
+    auto reduce = scf::ReduceOp::create(b, acc);
+    for (Region &region : reduce.getReductions()) {
+      Block &combine = region.front();
+      b.setInsertionPointToStart(&combine);
+      scf::ReduceReturnOp::create(
+          b, arith::MaximumFOp::create(b, combine.getArgument(0),
+                                       combine.getArgument(1)));
+    }
   }
+  // Every lane of a GPU group stores the same scale to the same address;
+  // the hardware merges those into one write.
   Value groupHead = chunkPosition(first).first;
   Value scaleIdx = toIndex(scaleCacheIndex(block, pos, groupHead));
   SmallVector<Value> scales;
@@ -147,12 +170,13 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
         ValueRange{scaleIdx});
     scales.push_back(recip ? reciprocal(b, s) : s);
   }
-  auto storeLoop =
-      scf::ForOp::create(b, index(0), index(plan.chunksPerGroup), index(1));
+  auto storeLoop = scf::ParallelOp::create(
+      b, ValueRange{index(0)}, ValueRange{index(lanes)}, ValueRange{index(1)});
   b.setInsertionPointToStart(storeLoop.getBody());
-  auto [head, d0] =
-      chunkPosition(add(first, toI64(storeLoop.getInductionVar())));
-  emitAppendOne(t, block, pos, head, d0, scales);
+  for (int64_t j = 0; j < perLane; ++j) {
+    auto [head, d0] = laneChunk(storeLoop.getInductionVars()[0], j);
+    emitAppendOne(t, block, pos, head, d0, scales);
+  }
 }
 
 void KernelBuilder::emitGatherChunk(Value slot, Value t, Value c) {

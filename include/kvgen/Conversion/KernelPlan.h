@@ -43,6 +43,12 @@ struct KernelPlan {
   /// Chunks of `vectorElems` one iteration of the chunk loop moves (more
   /// than one only for dynamic scales, whose amax needs the whole group).
   int64_t chunksPerGroup = 1;
+  /// Lanes that share one iteration of a dynamic kernel's chunk loop: a
+  /// power of two, at most a warp, dividing `chunksPerGroup`; lane l moves
+  /// chunks l, l + lanes, ... of the group. The loop nest spells them as an
+  /// inner scf.parallel (sequential on the host); the GPU mapping gives each
+  /// lane a thread and reduces the group's amax across them.
+  int64_t lanesPerGroup = 1;
   int64_t threadsX = 1;
   int64_t tokensPerBlock = 1;
 
