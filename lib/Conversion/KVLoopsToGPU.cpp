@@ -5,9 +5,8 @@
 // induction variables become hardware indices. The loop body is cloned as it
 // is, so the host and the GPU run the same index math.
 //
-//   token = block_id.x * tokens_per_block + thread_id.y   (guarded <
-//   num_tokens) chunk = thread_id.x, thread_id.x + threads_x, ...     (<
-//   chunks_per_token)
+//   token = block_id.x * tokens_per_block + thread_id.y  (< num_tokens)
+//   chunk = thread_id.x, thread_id.x + threads_x, ...     (< chunks_per_token)
 //
 // The grid is ceil(num_tokens / tokens_per_block) blocks: a function of the
 // shapes only, never of the slots, so the launch can be captured in a graph.
@@ -139,10 +138,11 @@ static LogicalResult mapToKernel(func::FuncOp func,
     return func.emitError("expected one scf.parallel in a kv loop nest");
   scf::ParallelOp loop = *loops.begin();
   // The mapping replaces the loop by (token, chunk) hardware indices: the
-  // loop must be exactly that, from 0 by 1, with chunks_per_token chunks.
-  // The canonicalizer drops the chunk dimension when there is one chunk.
+  // loop must be exactly that, from 0 by 1. The chunk dimension has one
+  // iteration per chunk, or per group of chunks spread over lanes (dynamic
+  // scales); the canonicalizer drops it when there is one iteration.
   bool hasChunkLoop = loop.getNumLoops() == 2;
-  if (!hasChunkLoop && !(loop.getNumLoops() == 1 && chunks == 1))
+  if (!hasChunkLoop && loop.getNumLoops() != 1)
     return loop.emitError() << "expected a 2-d scf.parallel over (token, "
                                "chunk), got "
                             << loop.getNumLoops() << " induction variables";
@@ -153,15 +153,30 @@ static LogicalResult mapToKernel(func::FuncOp func,
   for (unsigned d = 0, e = loop.getNumLoops(); d < e; ++d)
     if (!isConst(loop.getLowerBound()[d], 0) || !isConst(loop.getStep()[d], 1))
       return loop.emitError("a kv loop nest runs from 0 by 1");
-  if (hasChunkLoop && !isConst(loop.getUpperBound()[1], chunks))
-    return loop.emitError() << "the chunk loop's bound must be the constant "
-                               "chunks_per_token = "
-                            << chunks;
+  int64_t iterations = 1;
+  if (hasChunkLoop) {
+    std::optional<int64_t> bound = getConstantIntValue(loop.getUpperBound()[1]);
+    if (!bound)
+      return loop.emitError("the chunk loop's bound must be a constant");
+    iterations = *bound;
+  }
   if (loop.getUpperBound()[0].getParentBlock() == loop.getBody())
     return loop.emitError("the token bound must be defined before the loop");
   FailureOr<int64_t> lanes = laneCount(loop, threadsX);
   if (failed(lanes))
     return failure();
+  // Every lane of every iteration takes an equal share of a token's chunks,
+  // and every thread of the x extent has a lane.
+  int64_t laneSlots = iterations * *lanes;
+  if (chunks % laneSlots != 0)
+    return loop.emitError()
+           << "the chunk loop's " << iterations << " iterations x " << *lanes
+           << " lanes must divide chunks_per_token = " << chunks;
+  if (threadsX > laneSlots)
+    return loop.emitError()
+           << "threads_x " << threadsX << " is more than the chunk loop's "
+           << iterations << " iterations x " << *lanes
+           << " lanes: threads would have no chunk";
 
   OpBuilder builder = OpBuilder::atBlockEnd(gpuModule.getBody());
   auto kernel = gpu::GPUFuncOp::create(builder, func.getLoc(), func.getName(),
@@ -209,11 +224,11 @@ static LogicalResult mapToKernel(func::FuncOp func,
     chunk = arith::DivUIOp::create(b, tx, l);
     lane = arith::RemUIOp::create(b, tx, l);
   }
-  int64_t chunksInX = threadsX / *lanes;
-  if (chunks > chunksInX) {
-    auto chunkLoop =
-        scf::ForOp::create(b, chunk, arith::ConstantIndexOp::create(b, chunks),
-                           arith::ConstantIndexOp::create(b, chunksInX));
+  int64_t iterationsInX = threadsX / *lanes;
+  if (iterations > iterationsInX) {
+    auto chunkLoop = scf::ForOp::create(
+        b, chunk, arith::ConstantIndexOp::create(b, iterations),
+        arith::ConstantIndexOp::create(b, iterationsInX));
     b.setInsertionPointToStart(chunkLoop.getBody());
     chunk = chunkLoop.getInductionVar();
   }

@@ -127,8 +127,34 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
   int64_t lanes = plan.lanesPerGroup;
   int64_t perLane = plan.chunksPerGroup / lanes;
   Value first = mul(c64, i64(plan.chunksPerGroup));
-  auto laneChunk = [&](Value lane, int64_t j) {
-    return chunkPosition(add(first, add(toI64(lane), i64(j * lanes))));
+  auto laneChunk = [&](Value lane, Value j) {
+    return chunkPosition(add(first, add(toI64(lane), mul(j, i64(lanes)))));
+  };
+  // A lane's chunks are unrolled when few, so that its K and V stay in
+  // registers from the amax to the stores; past that they would spill (a
+  // token of many heads over one warp, or a group with an odd chunk count),
+  // and a loop re-reads them instead (from the L1, just read).
+  constexpr int64_t kMaxChunksInRegisters = 4;
+  auto forEachLaneChunk =
+      [&](Value lane, ValueRange init,
+          llvm::function_ref<SmallVector<Value>(Value, Value, ValueRange)> body)
+      -> SmallVector<Value> {
+    SmallVector<Value> acc(init);
+    if (perLane <= kMaxChunksInRegisters) {
+      for (int64_t j = 0; j < perLane; ++j) {
+        auto [head, d0] = laneChunk(lane, i64(j));
+        acc = body(head, d0, acc);
+      }
+      return acc;
+    }
+    auto loop = scf::ForOp::create(b, index(0), index(perLane), index(1), acc);
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(loop.getBody());
+    auto [head, d0] = laneChunk(lane, toI64(loop.getInductionVar()));
+    SmallVector<Value> next = body(head, d0, loop.getRegionIterArgs());
+    if (!next.empty())
+      scf::YieldOp::create(b, next);
+    return SmallVector<Value>(loop.getResults());
   };
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
   auto amaxLoop =
@@ -137,17 +163,18 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
   {
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPointToStart(amaxLoop.getBody());
-    Value lane = amaxLoop.getInductionVars()[0];
-    SmallVector<Value> acc = {zero, zero};
-    for (int64_t j = 0; j < perLane; ++j) {
-      auto [head, d0] = laneChunk(lane, j);
-      for (bool isKey : {true, false})
-        for (Value x :
-             loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
-                       sourceStrides(isKey), t, head, d0))
-          acc[isKey ? 0 : 1] = emitAbsMaxFinite(
-              b, emitFloatCast(b, x, b.getF32Type()), acc[isKey ? 0 : 1]);
-    }
+    SmallVector<Value> acc = forEachLaneChunk(
+        amaxLoop.getInductionVars()[0], {zero, zero},
+        [&](Value head, Value d0, ValueRange in) {
+          SmallVector<Value> out(in);
+          for (bool isKey : {true, false})
+            for (Value x :
+                 loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
+                           sourceStrides(isKey), t, head, d0))
+              out[isKey ? 0 : 1] = emitAbsMaxFinite(
+                  b, emitFloatCast(b, x, b.getF32Type()), out[isKey ? 0 : 1]);
+          return out;
+        });
     auto reduce = scf::ReduceOp::create(b, acc);
     for (Region &region : reduce.getReductions()) {
       Block &combine = region.front();
@@ -173,10 +200,11 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
   auto storeLoop = scf::ParallelOp::create(
       b, ValueRange{index(0)}, ValueRange{index(lanes)}, ValueRange{index(1)});
   b.setInsertionPointToStart(storeLoop.getBody());
-  for (int64_t j = 0; j < perLane; ++j) {
-    auto [head, d0] = laneChunk(storeLoop.getInductionVars()[0], j);
-    emitAppendOne(t, block, pos, head, d0, scales);
-  }
+  forEachLaneChunk(storeLoop.getInductionVars()[0], {},
+                   [&](Value head, Value d0, ValueRange) {
+                     emitAppendOne(t, block, pos, head, d0, scales);
+                     return SmallVector<Value>();
+                   });
 }
 
 void KernelBuilder::emitGatherChunk(Value slot, Value t, Value c) {

@@ -30,8 +30,8 @@ std::vector<abi::Param> KernelPlan::getParams() const {
 static void chooseLaunch(KernelPlan &plan) {
   constexpr int64_t kMaxThreadsPerToken = 256;
   constexpr int64_t kMinThreadsPerBlock = 128;
-  plan.threadsX =
-      std::min(plan.chunksPerToken * plan.lanesPerGroup, kMaxThreadsPerToken);
+  plan.threadsX = std::min(plan.getIterationsPerToken() * plan.lanesPerGroup,
+                           kMaxThreadsPerToken);
   plan.tokensPerBlock =
       std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
 }
@@ -94,7 +94,6 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
       base.kind != KernelKind::Gather) {
     bool perToken = quant.getGranularity() == kv::ScaleGranularity::PerToken;
     base.chunksPerGroup = perToken ? base.chunksPerToken : headDim / vec;
-    base.chunksPerToken /= base.chunksPerGroup;
     constexpr int64_t kWarp = 32;
     int64_t g = base.chunksPerGroup;
     base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
