@@ -211,7 +211,7 @@ void KernelBuilder::build() {
   Value zero = index(0);
   Value one = index(1);
   Value numTokens = toIndex(arg(abi::Param::NumTokens));
-  Value chunks = index(plan.chunksPerToken);
+  Value chunks = index(plan.getIterationsPerToken());
   auto loop = scf::ParallelOp::create(b, ValueRange{zero, zero},
                                       ValueRange{numTokens, chunks},
                                       ValueRange{one, one});

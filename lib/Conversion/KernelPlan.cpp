@@ -24,11 +24,14 @@ std::vector<abi::Param> KernelPlan::getParams() const {
 /// Chooses threads per token and tokens per block. A block of at least 128
 /// threads keeps the SM's block slots from limiting occupancy when a token is
 /// small (MQA); more than 256 threads per token would only add idle threads,
-/// so big tokens loop over their chunks instead.
+/// so big tokens loop over their chunks instead. A dynamic kernel's
+/// iteration takes `lanesPerGroup` threads (256 is a multiple of any lane
+/// count, so a group's lanes are never split).
 static void chooseLaunch(KernelPlan &plan) {
   constexpr int64_t kMaxThreadsPerToken = 256;
   constexpr int64_t kMinThreadsPerBlock = 128;
-  plan.threadsX = std::min(plan.chunksPerToken, kMaxThreadsPerToken);
+  plan.threadsX = std::min(plan.getIterationsPerToken() * plan.lanesPerGroup,
+                           kMaxThreadsPerToken);
   plan.tokensPerBlock =
       std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
 }
@@ -81,13 +84,19 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   base.chunksPerToken = base.cache.getNumKvHeads() * headDim / vec;
   // A dynamic scale needs the amax of its whole group before the first
   // store: one iteration of the chunk loop takes the group (a token's head,
-  // or the token) and loops over its chunks.
+  // or the token), spread over up to a warp of lanes. The lane count is the
+  // largest power of two dividing the group's chunks (a butterfly reduction
+  // needs a power of two; a lane never has a partial share), capped at a
+  // warp so that the reduction is shuffles only: 128 bf16 elements of a
+  // head are 16 lanes of one chunk, 8 heads x 128 are 32 lanes of 4 chunks.
   kv::QuantAttr quant = base.cache.getQuant();
   if (quant && quant.getMode() == kv::ScaleMode::Dynamic &&
       base.kind != KernelKind::Gather) {
     bool perToken = quant.getGranularity() == kv::ScaleGranularity::PerToken;
     base.chunksPerGroup = perToken ? base.chunksPerToken : headDim / vec;
-    base.chunksPerToken /= base.chunksPerGroup;
+    constexpr int64_t kWarp = 32;
+    int64_t g = base.chunksPerGroup;
+    base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
   }
   chooseLaunch(base);
 
