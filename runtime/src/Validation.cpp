@@ -316,12 +316,12 @@ static Status checkAppendTensors(const KernelDescription &kernel,
     KVRT_RETURN_IF_ERROR(checkTensor(value, specs.value, valueView));
   KVRT_RETURN_IF_ERROR(
       checkCaches(kernel, specs, keyCache, valueCache, caches));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(*keyView, caches->key));
-  if (withValue) {
+  if (withValue)
     KVRT_RETURN_IF_ERROR(checkSameDevice(*keyView, *valueView));
+  KVRT_RETURN_IF_ERROR(checkSameDevice(*keyView, caches->key));
+  if (withValue)
     KVRT_RETURN_IF_ERROR(
         checkSameExtent(*keyView, 0, *valueView, 0, "num_tokens"));
-  }
   KVRT_RETURN_IF_ERROR(
       checkScales(kernel, specs, scales, *keyView, caches, values));
   values->set(Param::Key, *keyView);
