@@ -15,6 +15,7 @@
 #include "conformance/Reference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -109,8 +110,6 @@ private:
   LatentCaseEnv &env;
   const Description &desc;
 };
-
-DLDataType cacheDLType(DType type) { return toDLDataType(type); }
 
 bool Runner::run(const std::vector<int64_t> &slots, const Spec &spec,
                  std::string &failure) {
@@ -250,7 +249,7 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
   }
   DLDataType srcType = toDLDataType(desc.sourceDtype);
   TensorArg slotArg(slotBuf.get(), 0, device, {kDLInt, 64, 1}, {tokens}, {1});
-  TensorArg cacheArg(cacheBuf.get(), 0, device, cacheDLType(desc.cacheDtype),
+  TensorArg cacheArg(cacheBuf.get(), 0, device, toDLDataType(desc.cacheDtype),
                      cacheDims, TensorView::compactStrides(cacheDims));
   TensorArg scaleArg;
   if (desc.quant)

@@ -98,6 +98,9 @@ std::vector<Description> latentMatrix() {
   m.push_back(mla(528, 448, 64, DType::BF16, DType::BF16));
   m.push_back(mla(16, 512, 64, DType::BF16, DType::F8E4M3, fp8));
   m.push_back(mla(16, 448, 64, DType::F32, DType::F8E4M3, fp8));
+  m.push_back(mla(32, 128, 32, DType::BF16, DType::F8E5M2,
+                  QuantSpec{QuantKind::FP8E5M2, Granularity::PerToken,
+                            ScaleMode::Static, false}));
   return m;
 }
 
