@@ -50,3 +50,19 @@ kv.mla_append @mla : !kv.cache<layout = paged_nhd, block_size = 528,
     num_kv_heads = 1, head_dim = 512, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>,
     latent = #kv.latent<kv_lora_rank = 448, rope_dim = 64>> from bf16
+
+// A gather of a K-only cache reads K alone: no value_cache, no value_out.
+// CHECK: "kind": "gather"
+// CHECK: "name": "konly_gather"
+// CHECK: "params": [
+// CHECK-NEXT: "key_cache",
+// CHECK-NEXT: "slot_mapping",
+// CHECK-NEXT: "key_out",
+// CHECK-NEXT: "num_tokens",
+// CHECK-NEXT: "num_blocks",
+// CHECK-NEXT: "key_out_stride_token",
+// CHECK-NEXT: "key_out_stride_head",
+// CHECK-NEXT: "key_out_stride_dim",
+// CHECK-NEXT: "key_cache_stride_block",
+kv.gather @konly_gather : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 2, head_dim = 64, dtype = bf16, k_only = true> to f32
