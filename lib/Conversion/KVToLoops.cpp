@@ -228,6 +228,13 @@ void KernelBuilder::build() {
     emitAppendChunk(slot, t, c);
     break;
   }
+  case KernelKind::MlaAppend: {
+    Value slot = memref::LoadOp::create(
+        b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
+        /*nontemporal=*/false, llvm::MaybeAlign(8));
+    emitAppendChunk(slot, t, c);
+    break;
+  }
   case KernelKind::FusedAppend:
     emitAppendChunk(emitSlotFromBlockTable(t), t, c);
     break;
@@ -302,8 +309,8 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
     ModuleOp module = getOperation();
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
-      if (isa<kv::AppendOp, kv::SlotMappingOp, kv::FusedAppendOp, kv::GatherOp>(
-              op))
+      if (isa<kv::AppendOp, kv::MlaAppendOp, kv::SlotMappingOp,
+              kv::FusedAppendOp, kv::GatherOp>(op))
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {

@@ -72,20 +72,30 @@ void KernelBuilder::emitAppendOne(Value t, Value block, Value pos, Value head,
                          sourceStrides(isKey), t, head, d0),
                [&](Value v) { return emitFloatCast(b, v, to); });
   };
-  SmallVector<Value> k = load(/*isKey=*/true);
-  SmallVector<Value> v = load(/*isKey=*/false);
+  // A latent cache's K row is kv_c followed by k_pe (MlaBodies.cpp).
+  SmallVector<Value> k =
+      plan.kind == KernelKind::MlaAppend
+          ? map(loadLatentChunk(t, d0),
+                [&](Value v) { return emitFloatCast(b, v, to); })
+          : load(/*isKey=*/true);
+  bool withValue = cache.hasValue();
+  SmallVector<Value> v;
+  if (withValue)
+    v = load(/*isKey=*/false);
   if (quant) {
     Type storage = cache.getDtype();
     auto q = [&](Value x, Value s) {
       return emitQuantize(b, x, s, quant, storage);
     };
     k = map(k, [&](Value x) { return q(x, scales[0]); });
-    v = map(v, [&](Value x) { return q(x, scales[1]); });
+    if (withValue)
+      v = map(v, [&](Value x) { return q(x, scales[1]); });
   }
   storeChunk(k, arg(abi::Param::KeyCache), cacheStrides(/*isKey=*/true), block,
              head, pos, d0, /*isKey=*/true);
-  storeChunk(v, arg(abi::Param::ValueCache), cacheStrides(/*isKey=*/false),
-             block, head, pos, d0, /*isKey=*/false);
+  if (withValue)
+    storeChunk(v, arg(abi::Param::ValueCache), cacheStrides(/*isKey=*/false),
+               block, head, pos, d0, /*isKey=*/false);
 }
 
 /// The reciprocal of an f32 scale (for `reciprocal = true`).
@@ -106,7 +116,7 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
     auto [head, d0] = chunkPosition(c64);
     SmallVector<Value> scales;
     if (quant)
-      for (bool isKey : {true, false}) {
+      for (bool isKey : sides()) {
         Value s = staticScale(isKey, t, head, block);
         scales.push_back(recip ? reciprocal(b, s) : s);
       }
@@ -213,7 +223,7 @@ void KernelBuilder::emitGatherChunk(Value slot, Value t, Value c) {
   emitIfValidSlot(slot, block, pos);
   auto [head, d0] = chunkPosition(toI64(c));
   kv::QuantAttr quant = cache.getQuant();
-  for (bool isKey : {true, false}) {
+  for (bool isKey : sides()) {
     SmallVector<Value> q = loadCacheChunk(
         arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache),
         cacheStrides(isKey), block, head, pos, d0, isKey);

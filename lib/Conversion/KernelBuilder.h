@@ -85,6 +85,10 @@ private:
 
   CacheStrides cacheStrides(bool isKey) {
     using P = abi::Param;
+    // A latent cache is [num_blocks, block_size, entry]: one head.
+    if (plan.kind == KernelKind::MlaAppend)
+      return {arg(P::KeyCacheStrideBlock), i64(0), arg(P::KeyCacheStridePos),
+              arg(P::KeyCacheStrideDim)};
     if (isKey)
       return {arg(P::KeyCacheStrideBlock), arg(P::KeyCacheStrideHead),
               arg(P::KeyCacheStridePos), arg(P::KeyCacheStrideDim)};
@@ -122,6 +126,15 @@ private:
   /// (f32, or the reciprocals) when the cache is quantized.
   void emitAppendOne(Value t, Value block, Value pos, Value head, Value d0,
                      ArrayRef<Value> scales);
+  /// K and V, or K alone for a K-only cache: the sides a kernel moves.
+  SmallVector<bool, 2> sides() const {
+    if (cache.hasValue())
+      return {true, false};
+    return {true};
+  }
+  /// Chunk `d0` of token `t`'s latent entry: from kv_c below kv_lora_rank,
+  /// from k_pe above (MlaBodies.cpp). A chunk never straddles the two.
+  SmallVector<Value> loadLatentChunk(Value t, Value d0);
   /// The head and first element of chunk `c` (i64) of a token.
   std::pair<Value, Value> chunkPosition(Value c) {
     int64_t chunksPerHead = cache.getHeadDim() / plan.vectorElems;

@@ -2,6 +2,8 @@
 
 #include "kvgen/Conversion/KernelPlan.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace kvgen;
 
@@ -15,9 +17,9 @@ abi::Quantization KernelPlan::getQuantization() const {
 
 std::vector<abi::Param> KernelPlan::getParams() const {
   std::vector<abi::Param> params;
-  abi::forEachParam(kind, getQuantization(), [&](const abi::ParamInfo &info) {
-    params.push_back(info.id);
-  });
+  abi::forEachParam(
+      kind, getQuantization(), !cache.hasValue(),
+      [&](const abi::ParamInfo &info) { params.push_back(info.id); });
   return params;
 }
 
@@ -44,6 +46,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     base.kind = KernelKind::Append;
     base.cache = append.getCacheType();
     base.sourceType = append.getSourceType();
+  } else if (auto mla = dyn_cast<kv::MlaAppendOp>(op)) {
+    base.kind = KernelKind::MlaAppend;
+    base.cache = mla.getCacheType();
+    base.sourceType = mla.getSourceType();
   } else if (auto fused = dyn_cast<kv::FusedAppendOp>(op)) {
     base.kind = KernelKind::FusedAppend;
     base.cache = fused.getCacheType();
@@ -72,13 +78,17 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   }
 
   // Vector width: 16 bytes of the wider of the two dtypes, halved until it
-  // divides head_dim, so a chunk never straddles two heads.
+  // divides head_dim, so a chunk never straddles two heads (nor, in a
+  // latent cache, the two parts of the entry).
   int64_t srcBytes = kv::getElementBytes(base.sourceType);
   int64_t cacheBytes = kv::getElementBytes(base.cache.getDtype());
   int64_t widest = std::max(srcBytes, cacheBytes);
   int64_t headDim = base.cache.getHeadDim();
   int64_t vec = 16 / widest;
-  while (headDim % vec != 0)
+  int64_t part = headDim;
+  if (kv::LatentAttr latent = base.cache.getLatent())
+    part = std::gcd(latent.getKvLoraRank(), latent.getRopeDim());
+  while (part % vec != 0)
     vec /= 2;
   base.vectorElems = vec;
   base.chunksPerToken = base.cache.getNumKvHeads() * headDim / vec;

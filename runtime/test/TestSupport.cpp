@@ -23,7 +23,7 @@ template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
   // Every count a kind has (docs/KERNEL-ABI.md): five per buffer plus the
   // scalars, unquantized and with two scale buffers.
   switch (count) {
-  case 4 * 5 + 4: // slot_mapping
+  case 4 * 5 + 4: // slot_mapping; K-only append (3 * 5 + 9)
     return recorder<4 * 5 + 4, Vector>;
   case 5 * 5 + 16: // append, gather
     return recorder<5 * 5 + 16, Vector>;
@@ -33,6 +33,10 @@ template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
     return recorder<7 * 5 + 19, Vector>;
   case 9 * 5 + 19: // quantized fused_append
     return recorder<9 * 5 + 19, Vector>;
+  case 4 * 5 + 9: // quantized K-only append; mla_append
+    return recorder<4 * 5 + 9, Vector>;
+  case 5 * 5 + 9: // quantized mla_append
+    return recorder<5 * 5 + 9, Vector>;
   }
   return nullptr;
 }

@@ -146,6 +146,14 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     case KernelKind::Gather:
       d.kind = Kind::Gather;
       break;
+    case KernelKind::MlaAppend:
+      d.kind = Kind::MlaAppend;
+      break;
+    }
+    d.kOnly = !plan.cache.hasValue();
+    if (kv::LatentAttr latent = plan.cache.getLatent()) {
+      d.kvLoraRank = latent.getKvLoraRank();
+      d.ropeDim = latent.getRopeDim();
     }
     auto layoutName = kv::stringifyLayoutKind(plan.cache.getLayout());
     for (Layout l : {Layout::Contiguous, Layout::PagedNHD, Layout::PagedHND,
