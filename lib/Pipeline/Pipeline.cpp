@@ -116,6 +116,7 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64;
   gpu.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
+  gpu.addPass(createKVBarePointerParams());
   gpu.addPass(createKVMarkKernelNoAlias());
   gpu.addPass(LLVM::createNVVMOptimizeForTargetPass());
   gpu.addPass(createCanonicalizerPass());
@@ -140,6 +141,8 @@ void kvgen::buildHostPipeline(OpPassManager &pm) {
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  // The same parameter list as the GPU kernels: one pointer per buffer.
+  pm.addPass(createKVBarePointerParams());
 }
 
 //===----------------------------------------------------------------------===//
