@@ -113,6 +113,9 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   KVExpandFP8CastsOptions fp8;
   fp8.nvvm = true;
   gpu.addPass(createKVExpandFP8Casts(fp8));
+  KVPinBeforeSlotOptions pin;
+  pin.nvvm = true;
+  gpu.addPass(createKVPinBeforeSlot(pin));
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64;
   gpu.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
@@ -126,6 +129,8 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
 
 void kvgen::buildHostPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
+  // The host has no slot latency to hide: drop the marks.
+  pm.addPass(createKVPinBeforeSlot());
   // No CPU has fp8 arithmetic: the same bytes as the GPU's cvt, in integer
   // ops.
   pm.addPass(createKVExpandFP8Casts());

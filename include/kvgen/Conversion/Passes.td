@@ -57,6 +57,26 @@ def KVBarePointerParams : Pass<"kv-bare-pointer-params"> {
   }];
 }
 
+def KVPinBeforeSlot : Pass<"kv-pin-before-slot"> {
+  let summary = "Keep the slot-independent address math before the slot load";
+  let description = [{
+    kv-to-loops computes the addresses of a chunk that do not depend on its
+    slot (source offsets, the head and dim terms of the cache offsets)
+    before the slot is loaded, marking each result `kv.before_slot`, so that
+    the math runs while the load is in flight and only the block and
+    position terms follow the slot check. LLVM would sink that math into the
+    branch that uses it; with `nvvm=true` each marked value goes through an
+    opaque `mov.b64` (a side-effecting inline asm, free once ptxas has
+    allocated registers) that LLVM must leave where it is. Either way the
+    marks are removed.
+  }];
+  let options = [
+    Option<"nvvm", "nvvm", "bool", /*default=*/"false",
+           "Pin the marked values with PTX inline asm (else only unmark)">
+  ];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def KVMarkKernelNoAlias : Pass<"kv-mark-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
   let summary = "Mark the buffer pointers of kv kernels noalias";
   let description = [{
