@@ -13,9 +13,9 @@
 // loaded and checked first, and no K or V element is read unless the slot is
 // valid. What needs no slot (the source offsets, the head and dim terms of
 // the cache offsets) is computed before the slot load, so that it overlaps
-// the load's latency; only the block and position terms follow the check. K and V are both loaded before either is stored, so two loads are in
-// flight even though the compiler cannot prove that the caches do not alias
-// the inputs.
+// the load's latency; only the block and position terms follow the check. K and
+// V are both loaded before either is stored, so two loads are in flight even
+// though the compiler cannot prove that the caches do not alias the inputs.
 //
 //===----------------------------------------------------------------------===//
 
