@@ -5,12 +5,19 @@
 // induction variables become hardware indices. The loop body is cloned as it
 // is, so the host and the GPU run the same index math.
 //
-//   token = block_id.x * tokens_per_block + thread_id.y   (guarded <
-//   num_tokens) chunk = thread_id.x, thread_id.x + threads_x, ...     (<
-//   chunks_per_token)
+//   token = block_id.x * tokens_per_block + thread_id.y  (< num_tokens)
+//   chunk = thread_id.x, thread_id.x + threads_x, ...     (< chunks_per_token)
 //
 // The grid is ceil(num_tokens / tokens_per_block) blocks: a function of the
 // shapes only, never of the slots, so the launch can be captured in a graph.
+//
+// A dynamic scale's iteration is a group of chunks whose amax must be known
+// before the first store. kv-to-loops spells its lanes as inner scf.parallel
+// loops, which the host runs in sequence; here they become `lanes` adjacent
+// threads (chunk = thread_id.x / lanes, lane = thread_id.x mod lanes), and
+// the amax loop's scf.reduce a butterfly of warp shuffles. This is the only
+// place that knows threads exist, so the cross-thread reduction belongs
+// here, and the host keeps the plain sequential loop that needs no shuffles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +27,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVLOOPSTOGPU
@@ -28,6 +36,87 @@ namespace kvgen {
 
 using namespace mlir;
 using namespace kvgen;
+
+/// The lane count of the lane loops nested in `loop`'s body (1 if none):
+/// they must all run from 0 by 1 to the same constant power of two of at
+/// most a warp, dividing threads_x, so that an iteration's lanes are
+/// adjacent threads of one warp.
+static FailureOr<int64_t> laneCount(scf::ParallelOp loop, int64_t threadsX) {
+  int64_t lanes = 1;
+  WalkResult walk = loop.getBody()->walk([&](scf::ParallelOp inner) {
+    std::optional<int64_t> lb = getConstantIntValue(inner.getLowerBound()[0]);
+    std::optional<int64_t> ub = getConstantIntValue(inner.getUpperBound()[0]);
+    std::optional<int64_t> step = getConstantIntValue(inner.getStep()[0]);
+    if (inner.getNumLoops() != 1 || lb != 0 || step != 1 || !ub ||
+        !llvm::isPowerOf2_64(*ub) || *ub > 32 || threadsX % *ub != 0 ||
+        (lanes != 1 && *ub != lanes)) {
+      inner.emitError() << "a lane loop runs from 0 by 1 to a power of two "
+                           "of at most 32 that divides threads_x = "
+                        << threadsX << ", the same in one kernel";
+      return WalkResult::interrupt();
+    }
+    lanes = *ub;
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return lanes;
+}
+
+/// Replaces the lane loop `inner` by its body for thread `lane` of `lanes`.
+/// Each reduction becomes log2(lanes) butterfly steps of shfl.sync over the
+/// lanes of this iteration (their bits of the warp as the member mask: other
+/// iterations in the same warp may be on another branch, e.g. a padding
+/// token), then is combined with the loop's initial value.
+static void inlineLaneLoop(ImplicitLocOpBuilder &b, scf::ParallelOp inner,
+                           Value lane, int64_t lanes) {
+  b.setInsertionPoint(inner);
+  IRMapping map;
+  map.map(inner.getInductionVars()[0], lane);
+  for (Operation &op : inner.getBody()->without_terminator())
+    b.clone(op, map);
+  auto reduce = cast<scf::ReduceOp>(inner.getBody()->getTerminator());
+  Value memberMask;
+  if (reduce.getNumOperands() != 0) {
+    Type i32 = b.getI32Type();
+    auto c32 = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, i32, v);
+    };
+    memberMask = c32(-1);
+    if (lanes < 32) {
+      Value laneId = arith::IndexCastOp::create(
+          b, i32, gpu::LaneIdOp::create(b, /*upper_bound=*/nullptr));
+      Value firstLane = arith::AndIOp::create(b, laneId, c32(32 - lanes));
+      memberMask =
+          arith::ShLIOp::create(b, c32((int64_t(1) << lanes) - 1), firstLane);
+    }
+  }
+  auto combine = [&](Block &body, Value x, Value y) {
+    IRMapping args;
+    args.map(body.getArgument(0), x);
+    args.map(body.getArgument(1), y);
+    for (Operation &op : body.without_terminator())
+      b.clone(op, args);
+    return args.lookupOrDefault(
+        cast<scf::ReduceReturnOp>(body.getTerminator()).getResult());
+  };
+  SmallVector<Value> results;
+  for (auto [i, operand] : llvm::enumerate(reduce.getOperands())) {
+    Block &body = reduce.getReductions()[i].front();
+    Value x = map.lookupOrDefault(operand);
+    for (int64_t offset = 1; offset < lanes; offset *= 2) {
+      Value y = NVVM::ShflOp::create(
+          b, x.getType(), memberMask, x,
+          arith::ConstantIntOp::create(b, b.getI32Type(), offset),
+          arith::ConstantIntOp::create(b, b.getI32Type(), 0x1f),
+          NVVM::ShflKind::bfly, /*return_value_and_is_valid=*/nullptr);
+      x = combine(body, x, y);
+    }
+    results.push_back(combine(body, inner.getInitVals()[i], x));
+  }
+  inner.replaceAllUsesWith(results);
+  inner.erase();
+}
 
 /// Clones `func` (a kv-to-loops function) into `gpuModule` as a kernel.
 static LogicalResult mapToKernel(func::FuncOp func,
@@ -49,10 +138,11 @@ static LogicalResult mapToKernel(func::FuncOp func,
     return func.emitError("expected one scf.parallel in a kv loop nest");
   scf::ParallelOp loop = *loops.begin();
   // The mapping replaces the loop by (token, chunk) hardware indices: the
-  // loop must be exactly that, from 0 by 1, with chunks_per_token chunks.
-  // The canonicalizer drops the chunk dimension when there is one chunk.
+  // loop must be exactly that, from 0 by 1. The chunk dimension has one
+  // iteration per chunk, or per group of chunks spread over lanes (dynamic
+  // scales); the canonicalizer drops it when there is one iteration.
   bool hasChunkLoop = loop.getNumLoops() == 2;
-  if (!hasChunkLoop && !(loop.getNumLoops() == 1 && chunks == 1))
+  if (!hasChunkLoop && loop.getNumLoops() != 1)
     return loop.emitError() << "expected a 2-d scf.parallel over (token, "
                                "chunk), got "
                             << loop.getNumLoops() << " induction variables";
@@ -63,12 +153,30 @@ static LogicalResult mapToKernel(func::FuncOp func,
   for (unsigned d = 0, e = loop.getNumLoops(); d < e; ++d)
     if (!isConst(loop.getLowerBound()[d], 0) || !isConst(loop.getStep()[d], 1))
       return loop.emitError("a kv loop nest runs from 0 by 1");
-  if (hasChunkLoop && !isConst(loop.getUpperBound()[1], chunks))
-    return loop.emitError() << "the chunk loop's bound must be the constant "
-                               "chunks_per_token = "
-                            << chunks;
+  int64_t iterations = 1;
+  if (hasChunkLoop) {
+    std::optional<int64_t> bound = getConstantIntValue(loop.getUpperBound()[1]);
+    if (!bound)
+      return loop.emitError("the chunk loop's bound must be a constant");
+    iterations = *bound;
+  }
   if (loop.getUpperBound()[0].getParentBlock() == loop.getBody())
     return loop.emitError("the token bound must be defined before the loop");
+  FailureOr<int64_t> lanes = laneCount(loop, threadsX);
+  if (failed(lanes))
+    return failure();
+  // Every lane of every iteration takes an equal share of a token's chunks,
+  // and every thread of the x extent has a lane.
+  int64_t laneSlots = iterations * *lanes;
+  if (chunks % laneSlots != 0)
+    return loop.emitError()
+           << "the chunk loop's " << iterations << " iterations x " << *lanes
+           << " lanes must divide chunks_per_token = " << chunks;
+  if (threadsX > laneSlots)
+    return loop.emitError()
+           << "threads_x " << threadsX << " is more than the chunk loop's "
+           << iterations << " iterations x " << *lanes
+           << " lanes: threads would have no chunk";
 
   OpBuilder builder = OpBuilder::atBlockEnd(gpuModule.getBody());
   auto kernel = gpu::GPUFuncOp::create(builder, func.getLoc(), func.getName(),
@@ -106,13 +214,21 @@ static LogicalResult mapToKernel(func::FuncOp func,
       /*withElseRegion=*/false);
   b.setInsertionPointToStart(inRange.thenBlock());
 
-  // One chunk per thread when the token fits in the block's x extent (the
-  // common case: no loop, no bound check); otherwise a strided loop.
-  Value chunk = tx;
-  if (chunks > threadsX) {
-    auto chunkLoop =
-        scf::ForOp::create(b, tx, arith::ConstantIndexOp::create(b, chunks),
-                           arith::ConstantIndexOp::create(b, threadsX));
+  // One chunk per thread (or per `lanes` threads) when the token fits in the
+  // block's x extent (the common case: no loop, no bound check); otherwise a
+  // strided loop. A chunk's lanes share its token and trip count, so they
+  // reach the shuffles together.
+  Value chunk = tx, lane;
+  if (*lanes > 1) {
+    Value l = arith::ConstantIndexOp::create(b, *lanes);
+    chunk = arith::DivUIOp::create(b, tx, l);
+    lane = arith::RemUIOp::create(b, tx, l);
+  }
+  int64_t iterationsInX = threadsX / *lanes;
+  if (iterations > iterationsInX) {
+    auto chunkLoop = scf::ForOp::create(
+        b, chunk, arith::ConstantIndexOp::create(b, iterations),
+        arith::ConstantIndexOp::create(b, iterationsInX));
     b.setInsertionPointToStart(chunkLoop.getBody());
     chunk = chunkLoop.getInductionVar();
   }
@@ -121,6 +237,11 @@ static LogicalResult mapToKernel(func::FuncOp func,
     map.map(loop.getInductionVars()[1], chunk);
   for (Operation &op : loop.getBody()->without_terminator())
     b.clone(op, map);
+
+  SmallVector<scf::ParallelOp> laneLoops;
+  kernel.walk([&](scf::ParallelOp inner) { laneLoops.push_back(inner); });
+  for (scf::ParallelOp inner : laneLoops)
+    inlineLaneLoop(b, inner, lane, *lanes);
 
   b.setInsertionPointToEnd(&kernel.getBody().front());
   gpu::ReturnOp::create(b);

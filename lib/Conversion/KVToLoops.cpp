@@ -54,14 +54,31 @@ Value KernelBuilder::sourceOffset(const SourceStrides &s, Value t, Value head,
 }
 
 ChunkAddresses KernelBuilder::chunkAddresses(Value t, Value head, Value d0) {
-  return {head,
-          d0,
-          sourceOffset(sourceStrides(/*isKey=*/true), t, head, d0),
-          sourceOffset(sourceStrides(/*isKey=*/false), t, head, d0),
-          cacheChunkOffset(cacheStrides(/*isKey=*/true), head, d0,
-                           /*isKey=*/true),
-          cacheChunkOffset(cacheStrides(/*isKey=*/false), head, d0,
-                           /*isKey=*/false)};
+  ChunkAddresses at;
+  at.t = t;
+  at.head = head;
+  at.d0 = d0;
+  if (plan.kind == KernelKind::MlaAppend) {
+    // Both parts' offsets: which part holds the chunk is decided at the
+    // load, and each is a few integer ops that overlap the slot load.
+    using P = abi::Param;
+    int64_t rank = cache.getLatent().getKvLoraRank();
+    at.keySource = sourceOffset(
+        {arg(P::KvCStrideToken), i64(0), arg(P::KvCStrideDim)}, t, i64(0), d0);
+    at.peSource =
+        sourceOffset({arg(P::KPeStrideToken), i64(0), arg(P::KPeStrideDim)}, t,
+                     i64(0), sub(d0, i64(rank)));
+  } else {
+    at.keySource = sourceOffset(sourceStrides(/*isKey=*/true), t, head, d0);
+  }
+  at.keyCache =
+      cacheChunkOffset(cacheStrides(/*isKey=*/true), head, d0, /*isKey=*/true);
+  if (cache.hasValue()) {
+    at.valueSource = sourceOffset(sourceStrides(/*isKey=*/false), t, head, d0);
+    at.valueCache = cacheChunkOffset(cacheStrides(/*isKey=*/false), head, d0,
+                                     /*isKey=*/false);
+  }
+  return at;
 }
 
 SmallVector<Value>
@@ -225,7 +242,7 @@ void KernelBuilder::build() {
   Value zero = index(0);
   Value one = index(1);
   Value numTokens = toIndex(arg(abi::Param::NumTokens));
-  Value chunks = index(plan.chunksPerToken);
+  Value chunks = index(plan.getIterationsPerToken());
   auto loop = scf::ParallelOp::create(b, ValueRange{zero, zero},
                                       ValueRange{numTokens, chunks},
                                       ValueRange{one, one});
@@ -236,6 +253,7 @@ void KernelBuilder::build() {
 
   switch (plan.kind) {
   case KernelKind::Append:
+  case KernelKind::MlaAppend:
   case KernelKind::FusedAppend: {
     // The address math that does not need the slot comes first, so that it
     // runs while the slot is loaded (or computed); a dynamic scale's group
@@ -246,9 +264,10 @@ void KernelBuilder::build() {
       auto [head, d0] = chunkPosition(toI64(c));
       chunk = chunkAddresses(t, head, d0);
       // LLVM would sink these behind the slot check (kv-pin-before-slot).
-      for (Value v : {chunk->keySource, chunk->valueSource, chunk->keyCache,
-                      chunk->valueCache})
-        if (Operation *def = v.getDefiningOp())
+      // A K-only cache has no value terms.
+      for (Value v : {chunk->keySource, chunk->valueSource, chunk->peSource,
+                      chunk->keyCache, chunk->valueCache})
+        if (Operation *def = v ? v.getDefiningOp() : nullptr)
           def->setAttr(kBeforeSlotAttrName, b.getUnitAttr());
     }
     Value slot =
@@ -331,8 +350,8 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
     ModuleOp module = getOperation();
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
-      if (isa<kv::AppendOp, kv::SlotMappingOp, kv::FusedAppendOp, kv::GatherOp>(
-              op))
+      if (isa<kv::AppendOp, kv::MlaAppendOp, kv::SlotMappingOp,
+              kv::FusedAppendOp, kv::GatherOp>(op))
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {

@@ -4,8 +4,8 @@
 // move a chunk (or, for a dynamic scale, a whole group of chunks) between
 // the source or output rows and the cache, casting, quantizing or
 // dequantizing on the way (docs/CONTRACT.md, "Quantization"): a chunk's
-// static scale, the two passes of a dynamic scale (amax of the group, then
-// quantize and store, the scale written beside the cache), the gather's
+// static scale, the two lane loops of a dynamic scale (amax of the group,
+// then quantize and store, the scale written beside the cache), the gather's
 // dequantizing read. The arithmetic itself is in Quantize.cpp; the index
 // math in KVToLoops.cpp.
 //
@@ -73,18 +73,27 @@ void KernelBuilder::emitAppendOne(const ChunkAddresses &at, Value block,
                            isKey ? at.keySource : at.valueSource),
                [&](Value v) { return emitFloatCast(b, v, to); });
   };
-  SmallVector<Value> k = load(/*isKey=*/true);
-  SmallVector<Value> v = load(/*isKey=*/false);
+  // A latent cache's K row is kv_c followed by k_pe (MlaBodies.cpp).
+  SmallVector<Value> k =
+      plan.kind == KernelKind::MlaAppend
+          ? map(loadLatentChunk(at),
+                [&](Value v) { return emitFloatCast(b, v, to); })
+          : load(/*isKey=*/true);
+  bool withValue = cache.hasValue();
+  SmallVector<Value> v;
+  if (withValue)
+    v = load(/*isKey=*/false);
   if (quant) {
     Type storage = cache.getDtype();
     auto q = [&](Value x, Value s) {
       return emitQuantize(b, x, s, quant, storage);
     };
     k = map(k, [&](Value x) { return q(x, scales[0]); });
-    v = map(v, [&](Value x) { return q(x, scales[1]); });
+    if (withValue)
+      v = map(v, [&](Value x) { return q(x, scales[1]); });
   }
   // Only the slot's terms are added here; the rest was computed before it.
-  for (bool isKey : {true, false}) {
+  for (bool isKey : sides()) {
     CacheStrides s = cacheStrides(isKey);
     Value base =
         cacheSlotOffset(s, block, pos, isKey ? at.keyCache : at.valueCache);
@@ -113,7 +122,7 @@ void KernelBuilder::emitAppendChunk(
     assert(chunk && "a chunk's addresses come before its slot");
     SmallVector<Value> scales;
     if (quant)
-      for (bool isKey : {true, false}) {
+      for (bool isKey : sides()) {
         Value s = staticScale(isKey, t, chunk->head, block);
         scales.push_back(recip ? reciprocal(b, s) : s);
       }
@@ -122,27 +131,77 @@ void KernelBuilder::emitAppendChunk(
   }
 
   // Dynamic: this iteration owns one group (the token, or one of its heads),
-  // so it sees every value its scale covers. A first pass finds amax of K
-  // and V, a second quantizes and stores (its loads hit the L1).
+  // so it sees every value its scale covers. Its chunks are spread over
+  // `lanesPerGroup` lanes, each an iteration of an inner scf.parallel: lane
+  // l takes chunks l, l + lanes, ..., so adjacent lanes touch adjacent
+  // chunks. A first lane loop finds amax of K and V with an scf.reduce, a
+  // second quantizes and stores. The host runs both loops in sequence; the
+  // GPU mapping gives each lane a thread and turns the scf.reduce into warp
+  // shuffles, and there the second loop's loads are the first loop's (same
+  // addresses, read-only inputs), so K and V are read once and stay in
+  // registers.
+  int64_t lanes = plan.lanesPerGroup;
+  int64_t perLane = plan.chunksPerGroup / lanes;
   Value first = mul(c64, i64(plan.chunksPerGroup));
+  auto laneChunk = [&](Value lane, Value j) {
+    return chunkPosition(add(first, add(toI64(lane), mul(j, i64(lanes)))));
+  };
+  // A lane's chunks are unrolled when few, so that its K and V stay in
+  // registers from the amax to the stores; past that they would spill (a
+  // token of many heads over one warp, or a group with an odd chunk count),
+  // and a loop re-reads them instead (from the L1, just read).
+  constexpr int64_t kMaxChunksInRegisters = 4;
+  auto forEachLaneChunk =
+      [&](Value lane, ValueRange init,
+          llvm::function_ref<SmallVector<Value>(Value, Value, ValueRange)> body)
+      -> SmallVector<Value> {
+    SmallVector<Value> acc(init);
+    if (perLane <= kMaxChunksInRegisters) {
+      for (int64_t j = 0; j < perLane; ++j) {
+        auto [head, d0] = laneChunk(lane, i64(j));
+        acc = body(head, d0, acc);
+      }
+      return acc;
+    }
+    auto loop = scf::ForOp::create(b, index(0), index(perLane), index(1), acc);
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(loop.getBody());
+    auto [head, d0] = laneChunk(lane, toI64(loop.getInductionVar()));
+    SmallVector<Value> next = body(head, d0, loop.getRegionIterArgs());
+    if (!next.empty())
+      scf::YieldOp::create(b, next);
+    return SmallVector<Value>(loop.getResults());
+  };
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
-  auto amaxLoop = scf::ForOp::create(b, index(0), index(plan.chunksPerGroup),
-                                     index(1), ValueRange{zero, zero});
+  auto amaxLoop =
+      scf::ParallelOp::create(b, ValueRange{index(0)}, ValueRange{index(lanes)},
+                              ValueRange{index(1)}, ValueRange{zero, zero});
   {
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPointToStart(amaxLoop.getBody());
-    auto [head, d0] =
-        chunkPosition(add(first, toI64(amaxLoop.getInductionVar())));
-    SmallVector<Value> results;
-    for (bool isKey : {true, false}) {
-      Value acc = amaxLoop.getRegionIterArgs()[isKey ? 0 : 1];
-      for (Value x : loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
-                               sourceStrides(isKey), t, head, d0))
-        acc = emitAbsMaxFinite(b, emitFloatCast(b, x, b.getF32Type()), acc);
-      results.push_back(acc);
+    SmallVector<Value> acc = forEachLaneChunk(
+        amaxLoop.getInductionVars()[0], {zero, zero},
+        [&](Value head, Value d0, ValueRange in) {
+          SmallVector<Value> out(in);
+          for (bool isKey : {true, false})
+            for (Value x :
+                 loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
+                           sourceStrides(isKey), t, head, d0))
+              out[isKey ? 0 : 1] = emitAbsMaxFinite(
+                  b, emitFloatCast(b, x, b.getF32Type()), out[isKey ? 0 : 1]);
+          return out;
+        });
+    auto reduce = scf::ReduceOp::create(b, acc);
+    for (Region &region : reduce.getReductions()) {
+      Block &combine = region.front();
+      b.setInsertionPointToStart(&combine);
+      scf::ReduceReturnOp::create(
+          b, arith::MaximumFOp::create(b, combine.getArgument(0),
+                                       combine.getArgument(1)));
     }
-    scf::YieldOp::create(b, results);
   }
+  // Every lane of a GPU group stores the same scale to the same address;
+  // the hardware merges those into one write.
   Value groupHead = chunkPosition(first).first;
   Value scaleIdx = toIndex(scaleCacheIndex(block, pos, groupHead));
   SmallVector<Value> scales;
@@ -154,12 +213,15 @@ void KernelBuilder::emitAppendChunk(
         ValueRange{scaleIdx});
     scales.push_back(recip ? reciprocal(b, s) : s);
   }
-  auto storeLoop =
-      scf::ForOp::create(b, index(0), index(plan.chunksPerGroup), index(1));
+  auto storeLoop = scf::ParallelOp::create(
+      b, ValueRange{index(0)}, ValueRange{index(lanes)}, ValueRange{index(1)});
   b.setInsertionPointToStart(storeLoop.getBody());
-  auto [head, d0] =
-      chunkPosition(add(first, toI64(storeLoop.getInductionVar())));
-  emitAppendOne(chunkAddresses(t, head, d0), block, pos, scales);
+  forEachLaneChunk(storeLoop.getInductionVars()[0], {},
+                   [&](Value head, Value d0, ValueRange) {
+                     emitAppendOne(chunkAddresses(t, head, d0), block, pos,
+                                   scales);
+                     return SmallVector<Value>();
+                   });
 }
 
 void KernelBuilder::emitGatherChunk(Value slot, Value t, Value c) {
@@ -168,7 +230,7 @@ void KernelBuilder::emitGatherChunk(Value slot, Value t, Value c) {
   emitIfValidSlot(slot, block, pos);
   auto [head, d0] = chunkPosition(toI64(c));
   kv::QuantAttr quant = cache.getQuant();
-  for (bool isKey : {true, false}) {
+  for (bool isKey : sides()) {
     SmallVector<Value> q = loadCacheChunk(
         arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache),
         cacheStrides(isKey), block, head, pos, d0, isKey);

@@ -36,9 +36,11 @@ struct SourceStrides {
 /// before the slot is loaded so that it overlaps the load, leaving only the
 /// block and position terms for after the slot check.
 struct ChunkAddresses {
-  Value head, d0;
-  /// Offsets of the chunk in key and value.
-  Value keySource, valueSource;
+  Value t, head, d0;
+  /// Offsets of the chunk in key and value; for a latent cache, keySource is
+  /// its offset in kv_c and peSource in k_pe. Null where a side is absent
+  /// (no value for a K-only cache).
+  Value keySource, valueSource, peSource;
   /// Offsets of (head, d0) in a cache: add the block and position terms.
   Value keyCache, valueCache;
 };
@@ -97,6 +99,10 @@ private:
 
   CacheStrides cacheStrides(bool isKey) {
     using P = abi::Param;
+    // A latent cache is [num_blocks, block_size, entry]: one head.
+    if (plan.kind == KernelKind::MlaAppend)
+      return {arg(P::KeyCacheStrideBlock), i64(0), arg(P::KeyCacheStridePos),
+              arg(P::KeyCacheStrideDim)};
     if (isKey)
       return {arg(P::KeyCacheStrideBlock), arg(P::KeyCacheStrideHead),
               arg(P::KeyCacheStridePos), arg(P::KeyCacheStrideDim)};
@@ -138,6 +144,15 @@ private:
                      ArrayRef<Value> scales);
   /// The slot-independent addresses of the chunk at (head, d0) of token `t`.
   ChunkAddresses chunkAddresses(Value t, Value head, Value d0);
+  /// K and V, or K alone for a K-only cache: the sides a kernel moves.
+  SmallVector<bool, 2> sides() const {
+    if (cache.hasValue())
+      return {true, false};
+    return {true};
+  }
+  /// The chunk at `at` of a latent entry: from kv_c below kv_lora_rank,
+  /// from k_pe above (MlaBodies.cpp). A chunk never straddles the two.
+  SmallVector<Value> loadLatentChunk(const ChunkAddresses &at);
   /// The head and first element of chunk `c` (i64) of a token.
   std::pair<Value, Value> chunkPosition(Value c) {
     int64_t chunksPerHead = cache.getHeadDim() / plan.vectorElems;

@@ -2,6 +2,8 @@
 
 #include "kvgen/Conversion/KernelPlan.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace kvgen;
 
@@ -15,20 +17,23 @@ abi::Quantization KernelPlan::getQuantization() const {
 
 std::vector<abi::Param> KernelPlan::getParams() const {
   std::vector<abi::Param> params;
-  abi::forEachParam(kind, getQuantization(), [&](const abi::ParamInfo &info) {
-    params.push_back(info.id);
-  });
+  abi::forEachParam(
+      kind, getQuantization(), !cache.hasValue(),
+      [&](const abi::ParamInfo &info) { params.push_back(info.id); });
   return params;
 }
 
 /// Chooses threads per token and tokens per block. A block of at least 128
 /// threads keeps the SM's block slots from limiting occupancy when a token is
 /// small (MQA); more than 256 threads per token would only add idle threads,
-/// so big tokens loop over their chunks instead.
+/// so big tokens loop over their chunks instead. A dynamic kernel's
+/// iteration takes `lanesPerGroup` threads (256 is a multiple of any lane
+/// count, so a group's lanes are never split).
 static void chooseLaunch(KernelPlan &plan) {
   constexpr int64_t kMaxThreadsPerToken = 256;
   constexpr int64_t kMinThreadsPerBlock = 128;
-  plan.threadsX = std::min(plan.chunksPerToken, kMaxThreadsPerToken);
+  plan.threadsX = std::min(plan.getIterationsPerToken() * plan.lanesPerGroup,
+                           kMaxThreadsPerToken);
   plan.tokensPerBlock =
       std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
 }
@@ -41,6 +46,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     base.kind = KernelKind::Append;
     base.cache = append.getCacheType();
     base.sourceType = append.getSourceType();
+  } else if (auto mla = dyn_cast<kv::MlaAppendOp>(op)) {
+    base.kind = KernelKind::MlaAppend;
+    base.cache = mla.getCacheType();
+    base.sourceType = mla.getSourceType();
   } else if (auto fused = dyn_cast<kv::FusedAppendOp>(op)) {
     base.kind = KernelKind::FusedAppend;
     base.cache = fused.getCacheType();
@@ -69,25 +78,35 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   }
 
   // Vector width: 16 bytes of the wider of the two dtypes, halved until it
-  // divides head_dim, so a chunk never straddles two heads.
+  // divides head_dim, so a chunk never straddles two heads (nor, in a
+  // latent cache, the two parts of the entry).
   int64_t srcBytes = kv::getElementBytes(base.sourceType);
   int64_t cacheBytes = kv::getElementBytes(base.cache.getDtype());
   int64_t widest = std::max(srcBytes, cacheBytes);
   int64_t headDim = base.cache.getHeadDim();
   int64_t vec = 16 / widest;
-  while (headDim % vec != 0)
+  int64_t part = headDim;
+  if (kv::LatentAttr latent = base.cache.getLatent())
+    part = std::gcd(latent.getKvLoraRank(), latent.getRopeDim());
+  while (part % vec != 0)
     vec /= 2;
   base.vectorElems = vec;
   base.chunksPerToken = base.cache.getNumKvHeads() * headDim / vec;
   // A dynamic scale needs the amax of its whole group before the first
   // store: one iteration of the chunk loop takes the group (a token's head,
-  // or the token) and loops over its chunks.
+  // or the token), spread over up to a warp of lanes. The lane count is the
+  // largest power of two dividing the group's chunks (a butterfly reduction
+  // needs a power of two; a lane never has a partial share), capped at a
+  // warp so that the reduction is shuffles only: 128 bf16 elements of a
+  // head are 16 lanes of one chunk, 8 heads x 128 are 32 lanes of 4 chunks.
   kv::QuantAttr quant = base.cache.getQuant();
   if (quant && quant.getMode() == kv::ScaleMode::Dynamic &&
       base.kind != KernelKind::Gather) {
     bool perToken = quant.getGranularity() == kv::ScaleGranularity::PerToken;
     base.chunksPerGroup = perToken ? base.chunksPerToken : headDim / vec;
-    base.chunksPerToken /= base.chunksPerGroup;
+    constexpr int64_t kWarp = 32;
+    int64_t g = base.chunksPerGroup;
+    base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
   }
   chooseLaunch(base);
 

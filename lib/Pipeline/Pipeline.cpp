@@ -276,6 +276,12 @@ static llvm::json::Object cacheToJSON(kv::CacheType cache) {
     o["x"] = cache.getX();
   if (kv::QuantAttr quant = cache.getQuant())
     o["quant"] = quantToJSON(quant);
+  // Written only where they hold, so that a K/V cache's entry is unchanged.
+  if (cache.getKOnly())
+    o["k_only"] = true;
+  if (kv::LatentAttr latent = cache.getLatent())
+    o["latent"] = llvm::json::Object{{"kv_lora_rank", latent.getKvLoraRank()},
+                                     {"rope_dim", latent.getRopeDim()}};
   return o;
 }
 
@@ -314,9 +320,8 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
                                      {"chunks_per_token", plan.chunksPerToken}};
     // The names come from the ABI's table, the same walk kvrt packs from.
     llvm::json::Array params;
-    abi::forEachParam(
-        plan.kind, plan.getQuantization(),
-        [&](const abi::ParamInfo &info) { params.push_back(info.name); });
+    for (abi::Param param : plan.getParams())
+      params.push_back(abi::paramName(param));
     k["params"] = std::move(params);
     kernels.push_back(std::move(k));
   }

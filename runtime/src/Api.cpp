@@ -112,3 +112,9 @@ extern "C" kvrt_status kvrt_gather(kvrt_bundle *bundle,
                                    kvrt_stream stream) {
   return guarded([&] { return gather(bundle, args, stream); });
 }
+
+extern "C" kvrt_status kvrt_mla_append(kvrt_bundle *bundle,
+                                       const kvrt_mla_append_args *args,
+                                       kvrt_stream stream) {
+  return guarded([&] { return mlaAppend(bundle, args, stream); });
+}

@@ -326,4 +326,10 @@ Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
                     args ? &args->variant : nullptr, stream, planGather);
 }
 
+Status mlaAppend(kvrt_bundle *bundle, const kvrt_mla_append_args *args,
+                 kvrt_stream stream) {
+  return launchKind(bundle, args, KernelKind::MlaAppend,
+                    args ? &args->variant : nullptr, stream, planMlaAppend);
+}
+
 } // namespace kvrt::impl

@@ -19,7 +19,9 @@ bool CacheDescription::operator==(const CacheDescription &other) const {
   return layout == other.layout && blockSize == other.blockSize &&
          numKvHeads == other.numKvHeads && headDim == other.headDim &&
          x == other.x && dtype == other.dtype && quantized == other.quantized &&
-         (!quantized || quant == other.quant);
+         (!quantized || quant == other.quant) && kOnly == other.kOnly &&
+         latent == other.latent && kvLoraRank == other.kvLoraRank &&
+         ropeDim == other.ropeDim;
 }
 
 //===----------------------------------------------------------------------===//

@@ -65,6 +65,15 @@ struct CacheDescription {
   bool quantized = false;
   /// Meaningful where `quantized`.
   QuantDescription quant;
+  /// A cache without V ("k_only"), or an MLA latent cache ("latent": one
+  /// head whose row is kv_c's kvLoraRank elements then k_pe's ropeDim).
+  bool kOnly = false;
+  bool latent = false;
+  int64_t kvLoraRank = 0;
+  int64_t ropeDim = 0;
+
+  /// Whether the kernels take V tensors.
+  bool hasValue() const { return !kOnly && !latent; }
 
   /// Which scale parameters the kernels take.
   Quantization quantization() const {

@@ -80,6 +80,38 @@ static Status parseQuant(const FieldReader &cache, const json &object,
   return Status();
 }
 
+/// "k_only" and "latent": a cache without V, and the MLA latent cache's two
+/// parts, which must make up its one head.
+static Status parseKOnly(const FieldReader &cache, CacheDescription *out) {
+  KVRT_RETURN_IF_ERROR(
+      cache.getBool("k_only", &out->kOnly, /*required=*/false));
+  out->latent = cache.has("latent");
+  if (out->latent) {
+    const json *object = nullptr;
+    KVRT_RETURN_IF_ERROR(cache.getObject("latent", &object));
+    FieldReader latent(*object, cache.field("latent"));
+    KVRT_RETURN_IF_ERROR(latent.getPositive("kv_lora_rank", &out->kvLoraRank));
+    KVRT_RETURN_IF_ERROR(latent.getPositive("rope_dim", &out->ropeDim));
+    if (out->layout != Layout::PagedNHD || out->numKvHeads != 1 ||
+        out->kvLoraRank + out->ropeDim != out->headDim)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                        "bundle: %s: a latent cache is paged_nhd with "
+                        "num_kv_heads 1 and head_dim kv_lora_rank + rope_dim "
+                        "(%lld + %lld), got %s, %lld and %lld",
+                        cache.field("latent").c_str(),
+                        static_cast<long long>(out->kvLoraRank),
+                        static_cast<long long>(out->ropeDim),
+                        layoutName(out->layout),
+                        static_cast<long long>(out->numKvHeads),
+                        static_cast<long long>(out->headDim));
+  }
+  if (!out->hasValue() && out->layout == Layout::DualStacked)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                      "bundle: %s: a K-only cache cannot be dual_stacked",
+                      cache.field("layout").c_str());
+  return Status();
+}
+
 static Status parseCache(const FieldReader &kernel, const json &object,
                          CacheDescription *out) {
   FieldReader cache(object, kernel.field("cache"));
@@ -141,6 +173,7 @@ static Status parseCache(const FieldReader &kernel, const json &object,
     out->x = 0;
   }
 
+  KVRT_RETURN_IF_ERROR(parseKOnly(cache, out));
   out->quantized = cache.has("quant");
   if (!out->quantized)
     return Status();
@@ -150,7 +183,8 @@ static Status parseCache(const FieldReader &kernel, const json &object,
 }
 
 static Status parseParams(const FieldReader &kernel, const json &object,
-                          KernelKind kind, Quantization quantization) {
+                          KernelKind kind, Quantization quantization,
+                          bool kOnly) {
   std::string path = kernel.field("params");
   if (!object.is_array())
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
@@ -158,9 +192,9 @@ static Status parseParams(const FieldReader &kernel, const json &object,
   // The list kvrt packs: exactly the ABI's, in its order.
   const char *expected[abi::maxParams()];
   size_t count = 0;
-  abi::forEachParam(kind, quantization, [&](const abi::ParamInfo &param) {
-    expected[count++] = param.name;
-  });
+  abi::forEachParam(
+      kind, quantization, kOnly,
+      [&](const abi::ParamInfo &param) { expected[count++] = param.name; });
   size_t common = std::min(count, object.size());
   for (size_t i = 0; i < common; ++i) {
     const json &entry = object[i];
@@ -215,6 +249,11 @@ static std::string manifestJson(const KernelDescription &kernel) {
           {"granularity", abi::granularityName(cache.quant.granularity)},
           {"mode", abi::scaleModeName(cache.quant.mode)},
           {"reciprocal", cache.quant.reciprocal}};
+    if (cache.kOnly)
+      object["k_only"] = true;
+    if (cache.latent)
+      object["latent"] = {{"kv_lora_rank", cache.kvLoraRank},
+                          {"rope_dim", cache.ropeDim}};
     entry["cache"] = object;
     if (kernel.kind == KernelKind::Gather)
       entry["output_dtype"] = dtypeName(kernel.outputDtype);
@@ -230,7 +269,7 @@ static std::string manifestJson(const KernelDescription &kernel) {
   entry["launch"] = launch;
   json params = json::array();
   abi::forEachParam(
-      kernel.kind, kernel.cache.quantization(),
+      kernel.kind, kernel.cache.quantization(), !kernel.cache.hasValue(),
       [&](const abi::ParamInfo &param) { params.push_back(param.name); });
   entry["params"] = params;
   return entry.dump();
@@ -344,6 +383,14 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
           out->cache.layout == Layout::VllmVectorized ? "cache.x"
                                                       : "cache.head_dim",
           static_cast<long long>(group));
+    // Nor the two parts of a latent entry.
+    if (out->cache.latent && out->cache.kvLoraRank % out->vectorElems != 0)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                        "bundle: %s (%lld) must divide "
+                        "cache.latent.kv_lora_rank (%lld)",
+                        kernel.field("vector_elems").c_str(),
+                        static_cast<long long>(out->vectorElems),
+                        static_cast<long long>(out->cache.kvLoraRank));
   }
 
   const json *launchObject = nullptr;
@@ -376,8 +423,16 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
   auto params = object.find("params");
   if (params == object.end())
     return kernel.missing("params");
-  KVRT_RETURN_IF_ERROR(
-      parseParams(kernel, *params, out->kind, out->cache.quantization()));
+  // mla_append writes latent caches and nothing else writes them.
+  if (appendLike && out->kind != KernelKind::Gather &&
+      (out->kind == KernelKind::MlaAppend) != out->cache.latent)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: %s: kind %s %s",
+                      kernel.field("kind").c_str(), kindName(out->kind),
+                      out->cache.latent ? "cannot write a latent cache"
+                                        : "needs a latent cache");
+  KVRT_RETURN_IF_ERROR(parseParams(kernel, *params, out->kind,
+                                   out->cache.quantization(),
+                                   !out->cache.hasValue()));
   out->manifestJson = manifestJson(*out);
   return Status();
 }

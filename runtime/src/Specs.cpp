@@ -94,6 +94,14 @@ static TensorSpec cacheSpec(const char *name, const KernelDescription &kernel,
   };
   int64_t heads = cache.numKvHeads, dim = cache.headDim,
           block = cache.blockSize;
+  if (cache.latent) {
+    // vLLM's MLA cache: the one head is not a dimension.
+    set("[num_blocks, block_size, kv_lora_rank + rope_dim] (latent)",
+        {{"num_blocks", -1},
+         {"block_size", block},
+         {"kv_lora_rank + rope_dim", dim}});
+    return spec;
+  }
   switch (cache.layout) {
   case Layout::Contiguous:
     set("[batch, num_kv_heads, max_seq_len, head_dim] (contiguous)",
@@ -216,6 +224,22 @@ static TensorSpec scaleCacheSpec(const char *name,
   return spec;
 }
 
+/// One part of a latent entry: [num_tokens, size] of source_dtype.
+static TensorSpec partSpec(const char *name, const KernelDescription &kernel,
+                           const char *sizeName, int64_t size,
+                           const char *shapeText) {
+  TensorSpec spec;
+  spec.name = name;
+  spec.dtype = kernel.sourceDtype;
+  spec.kernel = kernel.name.c_str();
+  spec.rank = 2;
+  spec.shapeText = shapeText;
+  spec.dimNames[0] = "num_tokens";
+  spec.dimNames[1] = sizeName;
+  spec.dims[1] = size;
+  return spec;
+}
+
 OperationSpecs makeSpecs(const KernelDescription &kernel) {
   OperationSpecs specs;
   if (kernel.kind == KernelKind::SlotMapping)
@@ -225,6 +249,12 @@ OperationSpecs makeSpecs(const KernelDescription &kernel) {
   specs.keyOut = rowsSpec("key_out", kernel, kernel.outputDtype);
   specs.valueOut = rowsSpec("value_out", kernel, kernel.outputDtype);
   specs.keyCache = cacheSpec("key_cache", kernel, /*isValue=*/false);
+  if (kernel.cache.latent) {
+    specs.kvC = partSpec("kv_c", kernel, "kv_lora_rank",
+                         kernel.cache.kvLoraRank, "[num_tokens, kv_lora_rank]");
+    specs.kPe = partSpec("k_pe", kernel, "rope_dim", kernel.cache.ropeDim,
+                         "[num_tokens, rope_dim]");
+  }
   specs.valueCache = cacheSpec("value_cache", kernel, /*isValue=*/true);
   if (kernel.cache.quantized) {
     specs.keyScale = scaleSpec("key_scale", kernel);

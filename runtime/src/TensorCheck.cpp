@@ -375,4 +375,27 @@ Status checkDisjoint(const TensorView &written, const TensorView &other) {
                     reinterpret_cast<void *>(other.end()));
 }
 
+/// The K (index 0) or V (index 1) view of a dual_stacked cache: dimension 1
+/// dropped, the first element moved to the V half.
+void stackedView(const TensorView &stacked, int index, const char *name,
+                 TensorView *view) {
+  *view = stacked;
+  view->name = name;
+  view->rank = 4;
+  const int kept[4] = {0, 2, 3, 4};
+  for (int i = 0; i < 4; ++i) {
+    view->shape[i] = stacked.shape[kept[i]];
+    view->strides[i] = stacked.strides[kept[i]];
+  }
+  view->first = stacked.first + index * stacked.strides[1] *
+                                    static_cast<int64_t>(stacked.elementBytes);
+  // Cannot overflow: the stacked tensor's extent already bounds it.
+  view->extent = 0;
+  if (stacked.extent > 0) {
+    view->extent = 1;
+    for (int i = 0; i < 4; ++i)
+      view->extent += (view->shape[i] - 1) * view->strides[i];
+  }
+}
+
 } // namespace kvrt::impl

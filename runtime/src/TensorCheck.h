@@ -83,6 +83,11 @@ std::string describeDevice(DLDevice device);
 /// "bf16", "f16", "u8", or "code 7, 16 bits" for what kvrt does not name.
 std::string describeDType(DLDataType dtype);
 
+/// The K (index 0) or V (index 1) view of a dual_stacked cache
+/// [num_blocks, 2, H, bs, D]: dimension 1 dropped.
+void stackedView(const TensorView &stacked, int index, const char *name,
+                 TensorView *view);
+
 } // namespace kvrt::impl
 
 #endif // KVRT_SRC_TENSORCHECK_H

@@ -15,29 +15,6 @@ namespace kvrt::impl {
 
 using abi::Param;
 
-/// The K (index 0) or V (index 1) view of a dual_stacked cache: dimension 1
-/// dropped, the first element moved to the V half.
-static void stackedView(const TensorView &stacked, int index, const char *name,
-                        TensorView *view) {
-  *view = stacked;
-  view->name = name;
-  view->rank = 4;
-  const int kept[4] = {0, 2, 3, 4};
-  for (int i = 0; i < 4; ++i) {
-    view->shape[i] = stacked.shape[kept[i]];
-    view->strides[i] = stacked.strides[kept[i]];
-  }
-  view->first = stacked.first + index * stacked.strides[1] *
-                                    static_cast<int64_t>(stacked.elementBytes);
-  // Cannot overflow: the stacked tensor's extent already bounds it.
-  view->extent = 0;
-  if (stacked.extent > 0) {
-    view->extent = 1;
-    for (int i = 0; i < 4; ++i)
-      view->extent += (view->shape[i] - 1) * view->strides[i];
-  }
-}
-
 namespace {
 /// The value of each parameter of one launch, by abi::Param.
 struct ParamValues {
@@ -55,22 +32,26 @@ struct ParamValues {
 
 /// The four stride scalars (block, head, pos, dim) of a cache view, per
 /// docs/KERNEL-ABI.md's offset table.
-static void setCacheStrides(ParamValues *values, Layout layout, bool isValue,
-                            const TensorView &view) {
+static void setCacheStrides(ParamValues *values, const CacheDescription &cache,
+                            bool isValue, const TensorView &view) {
   const int64_t *s = view.strides;
   int64_t block = s[0], head = s[1], pos = s[2], dim = s[3];
-  switch (layout) {
-  case Layout::PagedNHD: // [nb, bs, H, D]
-    head = s[2], pos = s[1];
-    break;
-  case Layout::VllmVectorized: // K [nb, H, D/x, bs, x]; V [nb, H, D, bs]
-    pos = s[3], dim = s[2];
-    break;
-  case Layout::Contiguous:  // [B, H, S, D]
-  case Layout::PagedHND:    // [nb, H, bs, D]
-  case Layout::DualStacked: // view [nb, H, bs, D]
-    break;
-  }
+  Layout layout = cache.layout;
+  if (cache.latent) // [nb, bs, entry]: one head
+    head = 0, pos = s[1], dim = s[2];
+  else
+    switch (layout) {
+    case Layout::PagedNHD: // [nb, bs, H, D]
+      head = s[2], pos = s[1];
+      break;
+    case Layout::VllmVectorized: // K [nb, H, D/x, bs, x]; V [nb, H, D, bs]
+      pos = s[3], dim = s[2];
+      break;
+    case Layout::Contiguous:  // [B, H, S, D]
+    case Layout::PagedHND:    // [nb, H, bs, D]
+    case Layout::DualStacked: // view [nb, H, bs, D]
+      break;
+    }
   values->set(isValue ? Param::ValueCacheStrideBlock
                       : Param::KeyCacheStrideBlock,
               block);
@@ -98,7 +79,7 @@ static Status packInAbiOrder(const KernelDescription &kernel,
   std::fill(std::begin(indexOf), std::end(indexOf), -1);
   const char *unset = nullptr;
   abi::forEachParam(kernel.kind, kernel.cache.quantization(),
-                    [&](const abi::ParamInfo &param) {
+                    !kernel.cache.hasValue(), [&](const abi::ParamInfo &param) {
                       int id = static_cast<int>(param.id);
                       if (param.role == abi::ParamRole::Scalar) {
                         plan->scalars[plan->numScalars++] = values.scalars[id];
@@ -117,7 +98,7 @@ static Status packInAbiOrder(const KernelDescription &kernel,
                       unset, kindName(kernel.kind));
   auto at = [&](Param param) { return indexOf[static_cast<int>(param)]; };
   plan->kind = kernel.kind;
-  if (kernel.kind == KernelKind::Append)
+  if (kernel.kind == KernelKind::Append || kernel.kind == KernelKind::MlaAppend)
     plan->slotMapping = at(Param::SlotMapping);
   if (kernel.kind == KernelKind::FusedAppend) {
     plan->blockTable = at(Param::BlockTable);
@@ -127,13 +108,19 @@ static Status packInAbiOrder(const KernelDescription &kernel,
   // The vector variant moves these 16 bytes at a time; the vllm_vectorized
   // value cache is written element by element.
   bool gather = kernel.kind == KernelKind::Gather;
-  if (kernel.kind != KernelKind::SlotMapping) {
+  bool withValue = kernel.cache.hasValue();
+  if (kernel.kind == KernelKind::MlaAppend) {
+    plan->promised[plan->numPromised++] = at(Param::KvC);
+    plan->promised[plan->numPromised++] = at(Param::KPe);
+    plan->promised[plan->numPromised++] = at(Param::KeyCache);
+  } else if (kernel.kind != KernelKind::SlotMapping) {
     plan->promised[plan->numPromised++] =
         at(gather ? Param::KeyOut : Param::Key);
-    plan->promised[plan->numPromised++] =
-        at(gather ? Param::ValueOut : Param::Value);
+    if (withValue)
+      plan->promised[plan->numPromised++] =
+          at(gather ? Param::ValueOut : Param::Value);
     plan->promised[plan->numPromised++] = at(Param::KeyCache);
-    if (kernel.cache.layout != Layout::VllmVectorized)
+    if (withValue && kernel.cache.layout != Layout::VllmVectorized)
       plan->promised[plan->numPromised++] = at(Param::ValueCache);
   }
   return Status();
@@ -165,6 +152,15 @@ struct CacheViews {
 };
 } // namespace
 
+/// A V tensor given to a kernel whose cache has none.
+static Status refuseValue(const char *name, const KernelDescription &kernel) {
+  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                    "%s: must be NULL: the kernel '%s' has a %s cache, "
+                    "which has no V",
+                    name, kernel.name.c_str(),
+                    kernel.cache.latent ? "latent (MLA)" : "K-only");
+}
+
 static Status checkCaches(const KernelDescription &kernel,
                           const OperationSpecs &specs, const DLTensor *keyCache,
                           const DLTensor *valueCache, CacheViews *out) {
@@ -180,6 +176,14 @@ static Status checkCaches(const KernelDescription &kernel,
     stackedView(out->stacked, 0, "key_cache[:, 0]", &out->key);
     stackedView(out->stacked, 1, "key_cache[:, 1]", &out->value);
     out->whole[0] = &out->stacked;
+    out->numWhole = 1;
+    return Status();
+  }
+  if (!cache.hasValue()) {
+    if (valueCache)
+      return refuseValue("value_cache", kernel);
+    KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->key));
+    out->whole[0] = &out->key;
     out->numWhole = 1;
     return Status();
   }
@@ -215,19 +219,22 @@ static Status checkScales(const KernelDescription &kernel,
   const CacheDescription &cache = kernel.cache;
   Quantization quantization = cache.quantization();
   int first = quantization == Quantization::Dynamic ? 2 : 0;
+  bool withValue = cache.hasValue();
   for (int i = 0; i < 4; ++i) {
     bool taken = quantization != Quantization::None && i / 2 == first / 2;
+    if (!withValue && i % 2 == 1 && given[i])
+      return refuseValue(kNames[i], kernel);
     if (taken || !given[i])
       continue;
     if (quantization == Quantization::None)
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                         "%s: must be NULL: the kernel '%s' is not quantized",
                         kNames[i], kernel.name.c_str());
-    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                      "%s: must be NULL: the kernel '%s' (%s) takes %s and %s",
-                      kNames[i], kernel.name.c_str(),
-                      describeQuant(cache).c_str(), kNames[first],
-                      kNames[first + 1]);
+    return KVRT_ERROR(
+        KVRT_ERROR_INVALID_ARGUMENT,
+        "%s: must be NULL: the kernel '%s' (%s) takes %s%s%s", kNames[i],
+        kernel.name.c_str(), describeQuant(cache).c_str(), kNames[first],
+        withValue ? " and " : "", withValue ? kNames[first + 1] : "");
   }
   if (quantization == Quantization::None)
     return Status();
@@ -238,7 +245,8 @@ static Status checkScales(const KernelDescription &kernel,
   const Param params[4] = {Param::KeyScale, Param::ValueScale,
                            Param::KeyScaleCache, Param::ValueScaleCache};
   const TensorView &cacheView = caches->key;
-  for (int k = 0; k < 2; ++k) {
+  int sides = withValue ? 2 : 1;
+  for (int k = 0; k < sides; ++k) {
     int i = first + k;
     if (!given[i])
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
@@ -270,7 +278,7 @@ static Status checkScales(const KernelDescription &kernel,
     }
     values->set(params[i], view);
   }
-  caches->numScales = 2;
+  caches->numScales = sides;
   return Status();
 }
 
@@ -300,26 +308,37 @@ static Status checkAppendTensors(const KernelDescription &kernel,
                                  const DLTensor *const scales[4],
                                  TensorView *keyView, TensorView *valueView,
                                  CacheViews *caches, ParamValues *values) {
+  bool withValue = kernel.cache.hasValue();
+  if (!withValue && value)
+    return refuseValue("value", kernel);
   KVRT_RETURN_IF_ERROR(checkTensor(key, specs.key, keyView));
-  KVRT_RETURN_IF_ERROR(checkTensor(value, specs.value, valueView));
+  if (withValue)
+    KVRT_RETURN_IF_ERROR(checkTensor(value, specs.value, valueView));
   KVRT_RETURN_IF_ERROR(
       checkCaches(kernel, specs, keyCache, valueCache, caches));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(*keyView, *valueView));
+  if (withValue)
+    KVRT_RETURN_IF_ERROR(checkSameDevice(*keyView, *valueView));
   KVRT_RETURN_IF_ERROR(checkSameDevice(*keyView, caches->key));
-  KVRT_RETURN_IF_ERROR(
-      checkSameExtent(*keyView, 0, *valueView, 0, "num_tokens"));
+  if (withValue)
+    KVRT_RETURN_IF_ERROR(
+        checkSameExtent(*keyView, 0, *valueView, 0, "num_tokens"));
   KVRT_RETURN_IF_ERROR(
       checkScales(kernel, specs, scales, *keyView, caches, values));
   values->set(Param::Key, *keyView);
-  values->set(Param::Value, *valueView);
   values->set(Param::KeyCache, caches->key);
-  values->set(Param::ValueCache, caches->value);
   values->set(Param::NumTokens, keyView->shape[0]);
   values->set(Param::NumBlocks, caches->key.shape[0]);
   setRowStrides(values, Param::KeyStrideToken, *keyView);
+  setCacheStrides(values, kernel.cache, false, caches->key);
+  if (!withValue) {
+    // Stands in for V in the overlap checks: the same tensor twice.
+    *valueView = *keyView;
+    return Status();
+  }
+  values->set(Param::Value, *valueView);
+  values->set(Param::ValueCache, caches->value);
   setRowStrides(values, Param::ValueStrideToken, *valueView);
-  setCacheStrides(values, kernel.cache.layout, false, caches->key);
-  setCacheStrides(values, kernel.cache.layout, true, caches->value);
+  setCacheStrides(values, kernel.cache, true, caches->value);
   return Status();
 }
 
@@ -362,7 +381,7 @@ Status planAppend(const Manifest &manifest, const Operation &operation,
                              caches.whole[0],
                              caches.numWhole > 1 ? caches.whole[1] : &key,
                              caches.numScales ? &caches.scales[0] : &key,
-                             caches.numScales ? &caches.scales[1] : &key};
+                             caches.numScales > 1 ? &caches.scales[1] : &key};
   KVRT_RETURN_IF_ERROR(
       checkWritesDisjoint(written, numWritten, all, std::size(all)));
 
@@ -448,7 +467,7 @@ Status planFusedAppend(const Manifest &manifest, const Operation &operation,
                              caches.whole[0],
                              caches.numWhole > 1 ? caches.whole[1] : &key,
                              caches.numScales ? &caches.scales[0] : &key,
-                             caches.numScales ? &caches.scales[1] : &key};
+                             caches.numScales > 1 ? &caches.scales[1] : &key};
   KVRT_RETURN_IF_ERROR(
       checkWritesDisjoint(written, numWritten, all, std::size(all)));
 
@@ -471,8 +490,15 @@ Status planGather(const Manifest &manifest, const Operation &operation,
       checkCaches(kernel, specs, args.key_cache, args.value_cache, &caches));
   KVRT_RETURN_IF_ERROR(
       checkTensor(args.slot_mapping, indexSpecs().slotMapping, &slots));
+  bool withValue = kernel.cache.hasValue();
+  if (!withValue && args.value_out)
+    return refuseValue("value_out", kernel);
   KVRT_RETURN_IF_ERROR(checkTensor(args.key_out, specs.keyOut, &keyOut));
-  KVRT_RETURN_IF_ERROR(checkTensor(args.value_out, specs.valueOut, &valueOut));
+  if (withValue)
+    KVRT_RETURN_IF_ERROR(
+        checkTensor(args.value_out, specs.valueOut, &valueOut));
+  else
+    valueOut = keyOut;
   KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, slots));
   KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, keyOut));
   KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, valueOut));
@@ -485,26 +511,31 @@ Status planGather(const Manifest &manifest, const Operation &operation,
       checkScales(kernel, specs, scales, slots, &caches, &values));
 
   const TensorView *written[] = {&keyOut, &valueOut};
+  int numWritten = withValue ? 2 : 1;
   const TensorView *all[] = {&keyOut,
                              &valueOut,
                              &slots,
                              caches.whole[0],
                              caches.numWhole > 1 ? caches.whole[1] : &slots,
                              caches.numScales ? &caches.scales[0] : &slots,
-                             caches.numScales ? &caches.scales[1] : &slots};
-  KVRT_RETURN_IF_ERROR(checkWritesDisjoint(written, 2, all, std::size(all)));
+                             caches.numScales > 1 ? &caches.scales[1] : &slots};
+  KVRT_RETURN_IF_ERROR(
+      checkWritesDisjoint(written, numWritten, all, std::size(all)));
 
   values.set(Param::KeyCache, caches.key);
-  values.set(Param::ValueCache, caches.value);
   values.set(Param::SlotMapping, slots);
   values.set(Param::KeyOut, keyOut);
-  values.set(Param::ValueOut, valueOut);
+  if (withValue) {
+    values.set(Param::ValueCache, caches.value);
+    values.set(Param::ValueOut, valueOut);
+  }
   values.set(Param::NumTokens, slots.shape[0]);
   values.set(Param::NumBlocks, caches.key.shape[0]);
   setRowStrides(&values, Param::KeyOutStrideToken, keyOut);
   setRowStrides(&values, Param::ValueOutStrideToken, valueOut);
-  setCacheStrides(&values, kernel.cache.layout, false, caches.key);
-  setCacheStrides(&values, kernel.cache.layout, true, caches.value);
+  setCacheStrides(&values, kernel.cache, false, caches.key);
+  if (withValue)
+    setCacheStrides(&values, kernel.cache, true, caches.value);
 
   plan->operation = &operation;
   plan->device = slots.tensor->device;
@@ -514,78 +545,51 @@ Status planGather(const Manifest &manifest, const Operation &operation,
   return packInAbiOrder(kernel, values, plan);
 }
 
-//===----------------------------------------------------------------------===//
-// The vector promise
-//===----------------------------------------------------------------------===//
+Status planMlaAppend(const Manifest &manifest, const Operation &operation,
+                     const OperationSpecs &specs,
+                     const kvrt_mla_append_args &args, LaunchPlan *plan) {
+  const KernelDescription &kernel = describingKernel(manifest, operation);
+  TensorView kvC, kPe, slots;
+  CacheViews caches;
+  ParamValues values;
+  KVRT_RETURN_IF_ERROR(checkTensor(args.kv_c, specs.kvC, &kvC));
+  KVRT_RETURN_IF_ERROR(checkTensor(args.k_pe, specs.kPe, &kPe));
+  KVRT_RETURN_IF_ERROR(
+      checkCaches(kernel, specs, args.key_cache, nullptr, &caches));
+  KVRT_RETURN_IF_ERROR(
+      checkTensor(args.slot_mapping, indexSpecs().slotMapping, &slots));
+  for (const TensorView *view : {&kPe, &caches.key, &slots})
+    KVRT_RETURN_IF_ERROR(checkSameDevice(kvC, *view));
+  KVRT_RETURN_IF_ERROR(checkSameExtent(kvC, 0, kPe, 0, "num_tokens"));
+  KVRT_RETURN_IF_ERROR(checkSameExtent(kvC, 0, slots, 0, "num_tokens"));
+  // The latent cache's scales are K's: value_scale has no place here.
+  const DLTensor *scales[4] = {args.key_scale, nullptr, nullptr, nullptr};
+  KVRT_RETURN_IF_ERROR(
+      checkScales(kernel, specs, scales, kvC, &caches, &values));
 
-bool checkVectorPromise(const LaunchPlan &plan, const KernelDescription &vector,
-                        PromiseBreach *breach) {
-  // Powers of two in practice: masks instead of 64-bit divisions.
-  uint64_t alignmentMask = static_cast<uint64_t>(vector.alignment) - 1;
-  int64_t elems = vector.vectorElems;
-  bool elemsPowerOfTwo = (elems & (elems - 1)) == 0;
-  auto multiple = [&](int64_t stride) {
-    return elemsPowerOfTwo ? (stride & (elems - 1)) == 0 : stride % elems == 0;
-  };
-  for (int p = 0; p < plan.numPromised; ++p) {
-    const TensorView &view = plan.buffers[plan.promised[p]];
-    if (view.extent == 0)
-      continue;
-    breach->view = &view;
-    if (view.begin() & alignmentMask) {
-      breach->rule = PromiseBreach::Alignment;
-      return false;
-    }
-    int inner = view.rank - 1;
-    for (int i = 0; i < view.rank; ++i) {
-      if (view.shape[i] == 1)
-        continue;
-      if (i == inner && view.strides[i] != 1) {
-        breach->rule = PromiseBreach::InnerStride;
-        breach->dim = i;
-        return false;
-      }
-      if (i != inner && !multiple(view.strides[i])) {
-        breach->rule = PromiseBreach::OuterStride;
-        breach->dim = i;
-        return false;
-      }
-    }
-  }
-  breach->view = nullptr;
-  return true;
-}
+  const TensorView *written[] = {&caches.key};
+  const TensorView *all[] = {&kvC, &kPe, &slots, &caches.key,
+                             caches.numScales ? &caches.scales[0] : &kvC};
+  KVRT_RETURN_IF_ERROR(checkWritesDisjoint(written, 1, all, std::size(all)));
 
-Status describeBreach(const PromiseBreach &breach,
-                      const KernelDescription &vector) {
-  const TensorView &view = *breach.view;
-  switch (breach.rule) {
-  case PromiseBreach::Alignment:
-    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                      "%s: data + byte_offset (%p) is not aligned to %lld "
-                      "bytes, which the vector variant '%s' assumes (AUTO "
-                      "would use the scalar variant)",
-                      view.name, static_cast<void *>(view.first),
-                      static_cast<long long>(vector.alignment),
-                      vector.name.c_str());
-  case PromiseBreach::InnerStride:
-    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                      "%s: stride[%d] is %lld but the vector variant '%s' "
-                      "assumes a contiguous innermost dimension (stride 1) "
-                      "(AUTO would use the scalar variant)",
-                      view.name, breach.dim,
-                      static_cast<long long>(view.strides[breach.dim]),
-                      vector.name.c_str());
-  case PromiseBreach::OuterStride:
-    break;
-  }
-  return KVRT_ERROR(
-      KVRT_ERROR_INVALID_ARGUMENT,
-      "%s: stride[%d] is %lld, not a multiple of vector_elems "
-      "(%lld), which the vector variant '%s' assumes (AUTO would "
-      "use the scalar variant)",
-      view.name, breach.dim, static_cast<long long>(view.strides[breach.dim]),
-      static_cast<long long>(vector.vectorElems), vector.name.c_str());
+  values.set(Param::KvC, kvC);
+  values.set(Param::KPe, kPe);
+  values.set(Param::SlotMapping, slots);
+  values.set(Param::KeyCache, caches.key);
+  values.set(Param::NumTokens, kvC.shape[0]);
+  values.set(Param::NumBlocks, caches.key.shape[0]);
+  values.set(Param::KvCStrideToken, kvC.strides[0]);
+  values.set(Param::KvCStrideDim, kvC.strides[1]);
+  values.set(Param::KPeStrideToken, kPe.strides[0]);
+  values.set(Param::KPeStrideDim, kPe.strides[1]);
+  setCacheStrides(&values, kernel.cache, false, caches.key);
+
+  plan->operation = &operation;
+  plan->device = kvC.tensor->device;
+  plan->numTokens = kvC.shape[0];
+  plan->numBlocks = caches.key.shape[0];
+  plan->blockSize = kernel.cache.blockSize;
+  return packInAbiOrder(kernel, values, plan);
 }
 
 } // namespace kvrt::impl

@@ -36,6 +36,9 @@ struct OperationSpecs {
   TensorSpec key, value, keyCache, valueCache;
   /// gather: [num_tokens, num_kv_heads, head_dim] of output_dtype.
   TensorSpec keyOut, valueOut;
+  /// mla_append: kv_c [num_tokens, kv_lora_rank], k_pe [num_tokens,
+  /// rope_dim]; keyCache is then [num_blocks, block_size, entry].
+  TensorSpec kvC, kPe;
   /// Static scales and dynamic scale caches (quantized descriptions).
   TensorSpec keyScale, valueScale, keyScaleCache, valueScaleCache;
 };
@@ -93,6 +96,9 @@ Status planSlotMapping(const Manifest &manifest, const Operation &operation,
 Status planFusedAppend(const Manifest &manifest, const Operation &operation,
                        const OperationSpecs &specs,
                        const kvrt_fused_append_args &args, LaunchPlan *plan);
+Status planMlaAppend(const Manifest &manifest, const Operation &operation,
+                     const OperationSpecs &specs,
+                     const kvrt_mla_append_args &args, LaunchPlan *plan);
 Status planGather(const Manifest &manifest, const Operation &operation,
                   const OperationSpecs &specs, const kvrt_gather_args &args,
                   LaunchPlan *plan);

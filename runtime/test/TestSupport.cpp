@@ -25,6 +25,8 @@ template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
   switch (count) {
   case 4 + 4: // slot_mapping
     return recorder<4 + 4, Vector>;
+  case 3 + 9: // K-only append
+    return recorder<3 + 9, Vector>;
   case 5 + 16: // append, gather
     return recorder<5 + 16, Vector>;
   case 7 + 16: // quantized append, gather
@@ -33,6 +35,10 @@ template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
     return recorder<7 + 19, Vector>;
   case 9 + 19: // quantized fused_append
     return recorder<9 + 19, Vector>;
+  case 4 + 9: // quantized K-only append; mla_append
+    return recorder<4 + 9, Vector>;
+  case 5 + 9: // quantized mla_append
+    return recorder<5 + 9, Vector>;
   }
   return nullptr;
 }

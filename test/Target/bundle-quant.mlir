@@ -34,8 +34,11 @@ kv.append @static_append : !kv.cache<layout = paged_hnd, block_size = 48,
 // CHECK: "dtype": "i8",
 // CHECK: "mode": "dynamic",
 // CHECK: "kind": "fused_append",
+// chunks_per_token counts 16-byte chunks for dynamic scales too (2 heads x
+// 64 bf16 = 16); each head's 8 chunks take 8 lanes: 16 threads a token.
 // CHECK: "launch": {
-// CHECK-NEXT: "chunks_per_token": 2,
+// CHECK-NEXT: "chunks_per_token": 16,
+// CHECK-NEXT: "threads_x": 16,
 // CHECK: "name": "dynamic_fused",
 // CHECK: "params": [
 // CHECK-NEXT: "key",

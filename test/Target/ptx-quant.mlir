@@ -6,6 +6,11 @@
 // two elements per cvt.rn.satfinite, int8 rounds to nearest even by
 // adding and removing 1.5 * 2^23 and converts with cvt.rzi. A dynamic
 // scale is amax / qmax: one division per group, stored as a 32-bit float.
+// A dynamic group is spread over lanes, one 16-byte chunk each here: K and
+// V are read once (one ld.global.nc.v4 each, none after the reduction, the
+// values stay in registers), and the amax is a butterfly of shfl.sync.bfly
+// over the group's lanes: 8 lanes (3 steps per tensor) for a head of 64,
+// a whole warp (5 steps, member mask -1) for a token of 4 x 64.
 
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_tensor_static(
 // CHECK: div.rn.f32
@@ -63,24 +68,34 @@ kv.append @fp8_e4m3_per_block_static : !kv.cache<layout = paged_nhd, block_size 
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_block, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_dynamic(
+// CHECK-COUNT-2: ld.global.nc.v4.b32
+// CHECK-COUNT-10: shfl.sync.bfly.b32 {{.*}}, 31, -1;
+// CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
 // CHECK: max.NaN.f32
 // CHECK: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_dynamic_scalar(
+// CHECK: shfl.sync.bfly.b32
 // CHECK: div.rn.f32
 kv.append @fp8_e4m3_per_token_dynamic : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = dynamic>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_dynamic(
+// CHECK-COUNT-2: ld.global.nc.v4.b32
+// CHECK-COUNT-6: shfl.sync.bfly.b32
+// CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
 // CHECK: max.NaN.f32
 // CHECK: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_dynamic_scalar(
+// CHECK: shfl.sync.bfly.b32
 // CHECK: div.rn.f32
 kv.append @fp8_e4m3_per_token_head_dynamic : !kv.cache<layout = paged_hnd, block_size = 16,
     num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
@@ -142,24 +157,34 @@ kv.append @fp8_e5m2_per_block_static : !kv.cache<layout = paged_hnd, block_size 
     quant = #kv.quant<kind = fp8_e5m2, granularity = per_block, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_dynamic(
+// CHECK-COUNT-2: ld.global.nc.v4.b32
+// CHECK-COUNT-10: shfl.sync.bfly.b32 {{.*}}, 31, -1;
+// CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
 // CHECK: max.NaN.f32
 // CHECK: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_dynamic_scalar(
+// CHECK: shfl.sync.bfly.b32
 // CHECK: div.rn.f32
 kv.append @fp8_e5m2_per_token_dynamic : !kv.cache<layout = vllm_vectorized, block_size = 16,
     num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
     quant = #kv.quant<kind = fp8_e5m2, granularity = per_token, mode = dynamic>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_dynamic(
+// CHECK-COUNT-2: ld.global.nc.v4.b32
+// CHECK-COUNT-6: shfl.sync.bfly.b32
+// CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
 // CHECK: max.NaN.f32
 // CHECK: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
+// CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_dynamic_scalar(
+// CHECK: shfl.sync.bfly.b32
 // CHECK: div.rn.f32
 kv.append @fp8_e5m2_per_token_head_dynamic : !kv.cache<layout = dual_stacked, block_size = 16,
     num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
@@ -226,26 +251,36 @@ kv.append @int8_per_block_static : !kv.cache<layout = dual_stacked, block_size =
     quant = #kv.quant<kind = int8, granularity = per_block, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry int8_per_token_dynamic(
+// CHECK-COUNT-2: ld.global.nc.v4.b32
+// CHECK-COUNT-10: shfl.sync.bfly.b32 {{.*}}, 31, -1;
+// CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
 // CHECK: max.NaN.f32
 // CHECK: min.NaN.f32
 // CHECK: add.rn.f32
 // CHECK: cvt.rzi.s16.f32
+// CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry int8_per_token_dynamic_scalar(
+// CHECK: shfl.sync.bfly.b32
 // CHECK: div.rn.f32
 kv.append @int8_per_token_dynamic : !kv.cache<layout = contiguous, max_seq_len = 96,
     num_kv_heads = 4, head_dim = 64, dtype = i8,
     quant = #kv.quant<kind = int8, granularity = per_token, mode = dynamic>> from bf16
 
 // CHECK-LABEL: .visible .entry int8_per_token_head_dynamic(
+// CHECK-COUNT-2: ld.global.nc.v4.b32
+// CHECK-COUNT-6: shfl.sync.bfly.b32
+// CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
 // CHECK: max.NaN.f32
 // CHECK: min.NaN.f32
 // CHECK: add.rn.f32
 // CHECK: cvt.rzi.s16.f32
+// CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry int8_per_token_head_dynamic_scalar(
+// CHECK: shfl.sync.bfly.b32
 // CHECK: div.rn.f32
 kv.append @int8_per_token_head_dynamic : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 4, head_dim = 64, dtype = i8,
@@ -303,10 +338,15 @@ kv.gather @gather_int8 : !kv.cache<layout = paged_nhd, block_size = 16,
     quant = #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic>> to bf16
 // The fused append computes the slot and then quantizes the same way.
 // CHECK-LABEL: .visible .entry fused_e4m3_dynamic(
+// CHECK-COUNT-2: ld.global.nc.v4.b32
+// CHECK-COUNT-6: shfl.sync.bfly.b32
+// CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fused_e4m3_dynamic_scalar(
+// CHECK: shfl.sync.bfly.b32
 kv.fused_append @fused_e4m3_dynamic : !kv.cache<layout = dual_stacked,
     block_size = 528, num_kv_heads = 4, head_dim = 64, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token_head, mode = dynamic>> from f16
@@ -318,3 +358,28 @@ kv.fused_append @fused_e4m3_dynamic : !kv.cache<layout = dual_stacked,
 kv.gather @gather_vllm_e5m2 : !kv.cache<layout = vllm_vectorized,
     block_size = 16, num_kv_heads = 4, head_dim = 64, dtype = f8E5M2,
     quant = #kv.quant<kind = fp8_e5m2, granularity = per_head, mode = static>> to f32
+
+// Past 4 chunks a lane, a lane's chunks are a loop that reads them again for
+// the stores rather than holding them (they would spill): a token of 32
+// heads x 128 bf16 is one warp of 16 chunks a lane, still a warp of
+// shuffles; a head of 72 bf16 (9 chunks, odd) has one lane and none.
+// CHECK-LABEL: .visible .entry int8_per_token_dynamic_wide(
+// CHECK: ld.global.nc.v4.b32
+// CHECK-COUNT-10: shfl.sync.bfly.b32 {{.*}}, 31, -1;
+// CHECK: div.rn.f32
+// CHECK: ld.global.nc.v4.b32
+// CHECK: cvt.rzi.s16.f32
+// CHECK-LABEL: .visible .entry int8_per_token_dynamic_wide_scalar(
+kv.append @int8_per_token_dynamic_wide : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 32, head_dim = 128, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token, mode = dynamic>> from bf16
+
+// CHECK-LABEL: .visible .entry fp8_per_token_head_dynamic_odd(
+// CHECK-NOT: shfl.sync
+// CHECK: div.rn.f32
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-NOT: shfl.sync
+// CHECK-LABEL: .visible .entry fp8_per_token_head_dynamic_odd_scalar(
+kv.append @fp8_per_token_head_dynamic_odd : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 2, head_dim = 72, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_token_head, mode = dynamic>> from bf16

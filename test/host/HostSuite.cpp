@@ -11,6 +11,9 @@
 //   kvgen-host-suite --default  the embedded default description only (the
 //                               README's main job)
 //   kvgen-host-suite --filter=S only descriptions whose name contains S
+//   kvgen-host-suite --reduced  the reduced matrix (a sample of every class,
+//                               as the GPU suite runs under compute-sanitizer):
+//                               for the sanitizer build, whose JIT is slow
 //
 // The whole matrix runs, nothing sampled: 650 descriptions, 12340 cases,
 // about 2.5 minutes of one core (the JIT is 100 s of it).
@@ -143,6 +146,14 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     case KernelKind::Gather:
       d.kind = Kind::Gather;
       break;
+    case KernelKind::MlaAppend:
+      d.kind = Kind::MlaAppend;
+      break;
+    }
+    d.kOnly = !plan.cache.hasValue();
+    if (kv::LatentAttr latent = plan.cache.getLatent()) {
+      d.kvLoraRank = latent.getKvLoraRank();
+      d.ropeDim = latent.getRopeDim();
     }
     auto layoutName = kv::stringifyLayoutKind(plan.cache.getLayout());
     for (Layout l : {Layout::Contiguous, Layout::PagedNHD, Layout::PagedHND,
@@ -184,13 +195,15 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
 } // namespace
 
 int main(int argc, char **argv) {
-  bool useDefault = false;
+  bool useDefault = false, reduced = false;
   RunOptions options;
   std::string filter;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--default")
       useDefault = true;
+    else if (arg == "--reduced")
+      reduced = true;
     else if (arg == "--verbose")
       options.verbose = true;
     else if (arg.rfind("--filter=", 0) == 0)
@@ -198,8 +211,8 @@ int main(int argc, char **argv) {
     else if (arg.rfind("--cases=", 0) == 0)
       options.caseFilter = arg.substr(8);
     else {
-      std::cerr << "usage: kvgen-host-suite [--default] [--filter=NAME] "
-                   "[--cases=NAME] [--verbose]\n";
+      std::cerr << "usage: kvgen-host-suite [--default] [--reduced] "
+                   "[--filter=NAME] [--cases=NAME] [--verbose]\n";
       return 2;
     }
   }
@@ -219,7 +232,7 @@ int main(int argc, char **argv) {
     }
     matrix = describePlans(backend.plans());
   } else {
-    for (const Description &d : conformanceMatrix())
+    for (const Description &d : reduced ? reducedMatrix() : conformanceMatrix())
       if (filter.empty() || d.name.find(filter) != std::string::npos)
         matrix.push_back(d);
   }

@@ -311,6 +311,7 @@ FailureOr<std::string> driver::descriptionFromFlags() {
     switch (kind) {
     case abi::KernelKind::Append:
     case abi::KernelKind::FusedAppend:
+    case abi::KernelKind::MlaAppend: // the verifier asks for a latent cache
       clause = " from " + *dtype;
       break;
     case abi::KernelKind::SlotMapping:

@@ -68,7 +68,15 @@ enum class Param {
 enum class ParamRole { Buffer, Scalar };
 /// What a buffer parameter's elements are (None for scalars).
 enum class ParamElement { Source, Cache, Output, F32, I32, I64, None };
-enum class ParamWhen { Always, QuantStatic, QuantDynamic };
+enum class ParamWhen {
+  Always,
+  QuantStatic,
+  QuantDynamic,
+  /// The V side of the three above: absent for a K-only cache.
+  WithValue,
+  QuantStaticWithValue,
+  QuantDynamicWithValue
+};
 
 struct ParamInfo {
   Param id;
@@ -256,8 +264,9 @@ constexpr bool parseScaleMode(std::string_view name, ScaleMode *out) {
 //===----------------------------------------------------------------------===//
 
 /// Whether a parameter that exists `when` is part of a description
-/// quantized as `quant`.
-constexpr bool isPresent(ParamWhen when, Quantization quant) {
+/// quantized as `quant` whose cache is K-only (no V) or not.
+constexpr bool isPresent(ParamWhen when, Quantization quant,
+                         bool kOnly = false) {
   switch (when) {
   case ParamWhen::Always:
     return true;
@@ -265,17 +274,30 @@ constexpr bool isPresent(ParamWhen when, Quantization quant) {
     return quant == Quantization::Static;
   case ParamWhen::QuantDynamic:
     return quant == Quantization::Dynamic;
+  case ParamWhen::WithValue:
+    return !kOnly;
+  case ParamWhen::QuantStaticWithValue:
+    return !kOnly && quant == Quantization::Static;
+  case ParamWhen::QuantDynamicWithValue:
+    return !kOnly && quant == Quantization::Dynamic;
   }
   return false;
 }
 
 /// Calls `fn(const ParamInfo &)` for each parameter of `kind`, in ABI order
-/// (buffers first), for a description quantized as `quant`.
+/// (buffers first), for a description quantized as `quant` whose cache is
+/// K-only or not.
+template <typename Fn>
+void forEachParam(KernelKind kind, Quantization quant, bool kOnly, Fn &&fn) {
+  for (const KernelParam &p : kKernelParams)
+    if (p.kind == kind && isPresent(p.when, quant, kOnly))
+      fn(paramInfo(p.id));
+}
+
+/// The same for a cache with K and V.
 template <typename Fn>
 void forEachParam(KernelKind kind, Quantization quant, Fn &&fn) {
-  for (const KernelParam &p : kKernelParams)
-    if (p.kind == kind && isPresent(p.when, quant))
-      fn(paramInfo(p.id));
+  forEachParam(kind, quant, /*kOnly=*/false, static_cast<Fn &&>(fn));
 }
 
 /// The number of parameters forEachParam visits, and how many of them are
@@ -296,7 +318,8 @@ constexpr size_t countParams(KernelKind kind, Quantization quant,
 }
 
 /// The most parameters and buffers any kernel takes: kvrt's fixed-size
-/// launch arrays.
+/// launch arrays. A K-only cache only drops parameters, so counting with
+/// K and V bounds it.
 constexpr size_t maxParams() {
   size_t most = 0;
   for (KernelKind kind : {

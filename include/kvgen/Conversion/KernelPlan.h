@@ -37,14 +37,25 @@ struct KernelPlan {
   int64_t vectorBytes = 0;
   /// Alignment, in bytes, the kernel assumes of every base pointer.
   int64_t alignment = 1;
-  /// Iterations of the chunk loop per token: chunks of `vectorElems`, or
-  /// for dynamic scales the groups one scale covers.
+  /// Chunks of `vectorElems` per token (per tensor).
   int64_t chunksPerToken = 1;
-  /// Chunks of `vectorElems` one iteration of the chunk loop moves (more
-  /// than one only for dynamic scales, whose amax needs the whole group).
+  /// Chunks one iteration of the chunk loop moves: one, or for dynamic
+  /// scales the group one scale covers (a token's head, or the token), whose
+  /// amax is needed before the first store.
   int64_t chunksPerGroup = 1;
+  /// Lanes that share one iteration of a dynamic kernel's chunk loop: a
+  /// power of two, at most a warp, dividing `chunksPerGroup`; lane l moves
+  /// chunks l, l + lanes, ... of the group. The loop nest spells them as an
+  /// inner scf.parallel (sequential on the host); the GPU mapping gives each
+  /// lane a thread and reduces the group's amax across them.
+  int64_t lanesPerGroup = 1;
   int64_t threadsX = 1;
   int64_t tokensPerBlock = 1;
+
+  /// Iterations of the chunk loop per token.
+  int64_t getIterationsPerToken() const {
+    return chunksPerToken / chunksPerGroup;
+  }
 
   /// Which optional parameter groups (scales, scale caches) the kernel takes.
   abi::Quantization getQuantization() const;

@@ -35,10 +35,17 @@ def KVLoopsToGPU : Pass<"kv-loops-to-gpu", "::mlir::ModuleOp"> {
     `#kv.launch`), which the bundle's manifest records too. A function with
     `kv.name` parameters and no or a bad launch geometry, or a loop that is
     not the (token, chunk) nest, is an error.
+
+    An `scf.parallel` nested in the nest's body (a dynamic scale's lanes:
+    one dimension from 0 by 1 to a constant power of two of at most 32 that
+    divides `threads_x`) spreads an iteration over that many adjacent
+    threads: the lane is `thread_id.x mod lanes`, the chunk
+    `thread_id.x / lanes`, and each reduction of the lane loop becomes a
+    butterfly of `shfl.sync.bfly` over the iteration's lanes.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
-    "::mlir::arith::ArithDialect"
+    "::mlir::arith::ArithDialect", "::mlir::NVVM::NVVMDialect"
   ];
 }
 

@@ -61,7 +61,8 @@ void kvrt_bundle_destroy(kvrt_bundle *bundle);
 size_t kvrt_bundle_num_kernels(const kvrt_bundle *bundle);
 const char *kvrt_bundle_kernel_name(const kvrt_bundle *bundle, size_t index);
 
-/* The manifest's kind ("append", "slot_mapping", "fused_append", "gather")
+/* The manifest's kind ("append", "slot_mapping", "fused_append", "gather",
+ * "mla_append")
  * and variant
  * ("vector", "scalar") of kernel `index`; NULL if out of range. A binding
  * uses them to find the descriptions a bundle offers. */
@@ -128,6 +129,31 @@ typedef struct kvrt_append_args {
 
 kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
                         kvrt_stream stream);
+
+/* K-only caches (cache "k_only", and MLA latent caches): the description has
+ * no V, so `value` and `value_cache` (and value_scale, value_scale_cache,
+ * value_out) must be NULL; each is refused by name otherwise. */
+
+/* Append into an MLA latent cache (kernel kind mla_append, vLLM's
+ * concat_and_cache_mla): slot slot_mapping[t]'s entry of key_cache
+ * [num_blocks, block_size, kv_lora_rank + rope_dim] becomes row t of kv_c
+ * [num_tokens, kv_lora_rank] followed by row t of k_pe [num_tokens,
+ * rope_dim] (each any strides, source_dtype); slot < 0 writes nothing. A
+ * static quantized description takes key_scale (per_tensor [1] or
+ * per_token [num_tokens]); otherwise it must be NULL. */
+typedef struct kvrt_mla_append_args {
+  const char *kernel;
+  const DLTensor *kv_c;
+  const DLTensor *k_pe;
+  const DLTensor *slot_mapping;
+  const DLTensor *key_cache;
+  kvrt_variant variant;
+  const DLTensor *key_scale;
+} kvrt_mla_append_args;
+
+kvrt_status kvrt_mla_append(kvrt_bundle *bundle,
+                            const kvrt_mla_append_args *args,
+                            kvrt_stream stream);
 
 /* Build slot_mapping from the block table and per-request positions, on the
  * device (kernel kind slot_mapping). */

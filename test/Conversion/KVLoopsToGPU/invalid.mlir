@@ -43,7 +43,7 @@ func.func @bound(%n: i64 {kv.name = "num_tokens"}) attributes {kv.launch = #kv.l
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
   %t = arith.index_cast %n : i64 to index
-  // expected-error @+1 {{the chunk loop's bound must be the constant chunks_per_token = 4}}
+  // expected-error @+1 {{the chunk loop's 8 iterations x 1 lanes must divide chunks_per_token = 4}}
   scf.parallel (%i, %j) = (%c0, %c0) to (%t, %c8) step (%c1, %c1) {
     scf.reduce
   }
@@ -56,8 +56,46 @@ func.func @oned(%n: i64 {kv.name = "num_tokens"}) attributes {kv.launch = #kv.la
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %t = arith.index_cast %n : i64 to index
-  // expected-error @+1 {{expected a 2-d scf.parallel over (token, chunk), got 1 induction variables}}
+  // expected-error @+1 {{threads_x 4 is more than the chunk loop's 1 iterations x 1 lanes: threads would have no chunk}}
   scf.parallel (%i) = (%c0) to (%t) step (%c1) {
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A lane loop (an scf.parallel inside the nest) must have a power-of-two
+// bound: the butterfly reduction over its lanes needs one.
+func.func @lanes(%n: i64 {kv.name = "num_tokens"}) attributes {kv.launch = #kv.launch<threads_x = 12, tokens_per_block = 1, chunks_per_token = 12>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %t = arith.index_cast %n : i64 to index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%t, %c4) step (%c1, %c1) {
+    // expected-error @+1 {{a lane loop runs from 0 by 1 to a power of two of at most 32 that divides threads_x = 12, the same in one kernel}}
+    scf.parallel (%l) = (%c0) to (%c3) step (%c1) {
+      scf.reduce
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// The lanes of an iteration must fit threads_x evenly.
+func.func @lanes_threads(%n: i64 {kv.name = "num_tokens"}) attributes {kv.launch = #kv.launch<threads_x = 8, tokens_per_block = 1, chunks_per_token = 16>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %t = arith.index_cast %n : i64 to index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%t, %c1) step (%c1, %c1) {
+    // expected-error @+1 {{a lane loop runs from 0 by 1 to a power of two of at most 32 that divides threads_x = 8, the same in one kernel}}
+    scf.parallel (%l) = (%c0) to (%c16) step (%c1) {
+      scf.reduce
+    }
     scf.reduce
   }
   return

@@ -52,34 +52,42 @@ kv.append @int8_head_recip : !kv.cache<layout = contiguous, max_seq_len = 100,
     quant = #kv.quant<kind = int8, granularity = per_head, mode = static,
                       reciprocal = true>> from f16
 
-// Dynamic per token head: one iteration per (token, head); a first loop
-// finds amax over the finite values, the scale amax / 127 (1 if amax is 0)
-// goes to the scale cache at slot * H + head, a second loop stores.
+// Dynamic per token head: one iteration per (token, head), spread over 16
+// lanes (one 8-element chunk each, 128 threads per token; chunks_per_token
+// counts the 128 chunks, as for any append). A first lane loop
+// finds amax over the finite values and reduces it across the lanes with
+// scf.reduce; the scale amax / 127 (1 if amax is 0) goes to the scale cache
+// at slot * H + head; a second lane loop quantizes and stores.
 // CHECK-LABEL: func.func @int8_dyn(
 // CHECK-SAME: %[[KSC:[a-z0-9]+]]: memref<?xf32> {kv.name = "key_scale_cache"}
-// CHECK-SAME: kv.launch = #kv.launch<threads_x = 8, tokens_per_block = 16, chunks_per_token = 8>
+// CHECK-SAME: kv.launch = #kv.launch<threads_x = 128, tokens_per_block = 1, chunks_per_token = 128>
 // CHECK-DAG: %[[INF:.*]] = arith.constant dense<0x7F800000> : vector<8xf32>
+// CHECK-DAG: %[[LANES:.*]] = arith.constant 16 : index
 // CHECK: scf.parallel ({{.*}}) = ({{.*}}) to ({{.*}}, %c8)
 // CHECK: scf.if
-// CHECK: %[[AMAX:.*]]:2 = scf.for {{.*}} iter_args
+// CHECK: %[[AMAX:.*]]:2 = scf.parallel ({{.*}}) = (%c0) to (%[[LANES]]) step (%c1) init
 // CHECK: arith.cmpf olt, %{{.*}}, %[[INF]]
 // CHECK: vector.reduction <maximumf>
+// CHECK: scf.reduce(
 // CHECK: arith.maximumf
-// CHECK: scf.yield
+// CHECK: scf.reduce.return
+// CHECK: arith.maximumf
+// CHECK: scf.reduce.return
 // CHECK: %[[KSCALE:.*]] = arith.divf %[[AMAX]]#0, %cst
 // CHECK: %[[POS:.*]] = arith.cmpf ogt, %[[AMAX]]#0
 // CHECK: %[[SEL:.*]] = arith.select %[[POS]], %[[KSCALE]]
 // CHECK: memref.store %[[SEL]], %[[KSC]]
-// CHECK: scf.for
+// CHECK: scf.parallel ({{.*}}) = (%c0) to (%[[LANES]]) step (%c1) {
 // CHECK: arith.divf
 // CHECK: arith.fptosi
 kv.append @int8_dyn : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = i8,
     quant = #kv.quant<kind = int8, granularity = per_token_head, mode = dynamic>> from bf16
 
-// Dynamic per token: one iteration per token.
+// Dynamic per token: one iteration per token; its 16 chunks of 8 bf16
+// elements (2 heads x 64) take 16 lanes of one chunk each.
 // CHECK-LABEL: func.func @fp8_dyn_token(
-// CHECK-SAME: kv.launch = #kv.launch<threads_x = 1, tokens_per_block = 128, chunks_per_token = 1>
+// CHECK-SAME: kv.launch = #kv.launch<threads_x = 16, tokens_per_block = 8, chunks_per_token = 16>
 kv.fused_append @fp8_dyn_token : !kv.cache<layout = vllm_vectorized,
     block_size = 16, num_kv_heads = 2, head_dim = 64, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = dynamic>> from bf16

@@ -9,6 +9,7 @@
 #include "conformance/Conformance.h"
 
 #include "conformance/Harness.h"
+#include "conformance/LatentCases.h"
 #include "conformance/QuantHarness.h"
 #include "conformance/Reference.h"
 
@@ -1029,6 +1030,21 @@ std::vector<CaseDef> slotMappingCases() {
 
 std::vector<CaseDef> casesFor(const Description &desc) {
   std::vector<CaseDef> cases;
+  if (desc.kOnly || desc.latent()) {
+    // No V: the launches differ (LatentCases.cpp).
+    for (LatentCase &c : latentCases(desc))
+      cases.push_back(
+          {c.first, [run = c.second](CaseEnv &env, std::string &failure) {
+             LatentCaseEnv latent{env.backend,
+                                  env.desc,
+                                  env.bundle,
+                                  env.rng,
+                                  env.stats.bytesCompared,
+                                  env.maxShown};
+             return run(latent, failure);
+           }});
+    return cases;
+  }
   switch (desc.kind) {
   case Kind::Append:
     cases = appendCases();
@@ -1041,6 +1057,8 @@ std::vector<CaseDef> casesFor(const Description &desc) {
     return slotMappingCases();
   case Kind::Gather:
     return gatherCases(desc);
+  case Kind::MlaAppend:
+    break;
   }
   return {};
 }

@@ -121,6 +121,8 @@ const char *kindName(Kind kind) {
     return "fused_append";
   case Kind::Gather:
     return "gather";
+  case Kind::MlaAppend:
+    return "mla_append";
   }
   return "?";
 }
@@ -133,6 +135,11 @@ std::string Description::cacheType() const {
      << ", head_dim = " << headDim << ", dtype = " << dtypeName(cacheDtype);
   if (quant)
     os << ", quant = " << quant->attr();
+  if (kOnly && !latent())
+    os << ", k_only = true";
+  if (latent())
+    os << ", latent = #kv.latent<kv_lora_rank = " << kvLoraRank
+       << ", rope_dim = " << ropeDim << ">";
   os << ">";
   return os.str();
 }
@@ -478,6 +485,8 @@ std::vector<Description> conformanceMatrix() {
       {QuantKind::FP8E4M3, Granularity::PerTensor, ScaleMode::Static, false});
   fp8.name = "gpu_append_paged_nhd_fp8_e4m3";
   matrix.push_back(fp8);
+  for (Description &desc : latentMatrix())
+    matrix.push_back(std::move(desc));
   return matrix;
 }
 
@@ -499,9 +508,10 @@ std::vector<Description> reducedMatrix() {
     Key key = desc.quant
                   ? std::make_tuple(desc.kind, Layout::PagedNHD, DType::F32,
                                     desc.cacheDtype,
-                                    static_cast<int>(desc.quant->mode) + 1)
+                                    static_cast<int>(desc.quant->mode) + 1 +
+                                        (desc.kOnly ? 3 : 0))
                   : std::make_tuple(desc.kind, desc.layout, desc.sourceDtype,
-                                    desc.cacheDtype, 0);
+                                    desc.cacheDtype, desc.kOnly ? 3 : 0);
     auto &members = groups[key];
     if (members.empty())
       order.push_back(key);

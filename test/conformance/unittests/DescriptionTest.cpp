@@ -230,13 +230,14 @@ TEST(DescriptionTest, MatrixHasEveryValidQuantization) {
       }
     }
   }
-  // Each quantized append carries the gather of its roundtrip; its cache
-  // dtype is the quantization's storage type.
+  // Each quantized append of a K/V cache carries the gather of its
+  // roundtrip (K-only caches have their own cases); its cache dtype is the
+  // quantization's storage type.
   for (const Description &d : matrix) {
     if (!d.quant)
       continue;
     EXPECT_EQ(d.cacheDtype, storageType(d.quant->kind)) << d.name;
-    if (d.kind == Kind::Append || d.kind == Kind::FusedAppend) {
+    if (!d.kOnly && (d.kind == Kind::Append || d.kind == Kind::FusedAppend)) {
       EXPECT_NE(d.toMlir().find("kv.gather @" + d.gatherKernelName() + " : " +
                                 d.cacheType() + " to f32"),
                 std::string::npos)
@@ -301,11 +302,12 @@ TEST(DescriptionTest, ReducedMatrixIsACoveringSubset) {
     if (d.layout != Layout::Contiguous)
       sizes.insert(d.blockSize);
   }
-  // appends, fused, slot mapping, gathers
-  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u);
+  // appends, fused, slot mapping, gathers, mla_append
+  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u + 1u);
   EXPECT_EQ(pairs.size(), 7u);
-  // (append, fused) x 3 kinds x 2 modes, and the gathers' 3 x 2.
-  EXPECT_EQ(quants.size(), 3u * 3u * 2u);
+  // (append, fused) x 3 kinds x 2 modes, the gathers' 3 x 2, and the two
+  // fp8 kinds of the MLA append.
+  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u);
   for (int64_t h : {1, 3, 8})
     EXPECT_TRUE(heads.count(h)) << h;
   for (int64_t d : {64, 128, 256})

@@ -173,6 +173,49 @@ bool CacheType::isPaged() const {
   return getLayout() != LayoutKind::Contiguous;
 }
 
+bool CacheType::hasValue() const { return !getKOnly() && !getLatent(); }
+
+LogicalResult LatentAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 int64_t kvLoraRank, int64_t ropeDim) {
+  if (kvLoraRank <= 0 || ropeDim <= 0)
+    return emitError() << "kv_lora_rank and rope_dim must be positive, got "
+                       << kvLoraRank << " and " << ropeDim;
+  return success();
+}
+
+/// A K-only or latent cache: the layouts and scales that have a meaning
+/// without V.
+static LogicalResult verifyKOnly(function_ref<InFlightDiagnostic()> emitError,
+                                 LayoutKind layout, int64_t numKvHeads,
+                                 int64_t headDim, QuantAttr quant,
+                                 LatentAttr latent) {
+  if (layout == LayoutKind::DualStacked)
+    return emitError() << "a K-only cache has no V half: the dual_stacked "
+                          "layout needs both";
+  // The dynamic-scale append finds K's and V's amax in one pass; it has no
+  // K-only form yet.
+  if (quant && quant.getMode() == ScaleMode::Dynamic)
+    return emitError() << "a K-only cache takes static scales only";
+  if (!latent)
+    return success();
+  if (layout != LayoutKind::PagedNHD)
+    return emitError() << "a latent cache is [num_blocks, block_size, "
+                          "kv_lora_rank + rope_dim]: give layout = paged_nhd";
+  if (numKvHeads != 1)
+    return emitError() << "a latent cache has one head, got num_kv_heads = "
+                       << numKvHeads;
+  if (headDim != latent.getKvLoraRank() + latent.getRopeDim())
+    return emitError() << "a latent cache's head_dim is kv_lora_rank + "
+                          "rope_dim = "
+                       << latent.getKvLoraRank() + latent.getRopeDim()
+                       << ", got " << headDim;
+  if (quant && quant.getGranularity() != ScaleGranularity::PerTensor &&
+      quant.getGranularity() != ScaleGranularity::PerToken)
+    return emitError() << "a latent cache's entry has one head: its scales "
+                          "are per_tensor or per_token";
+  return success();
+}
+
 /// The limits of docs/CONTRACT.md, checked one at a time so that the product
 /// of heads and head_dim cannot overflow.
 static LogicalResult
@@ -202,7 +245,8 @@ verifyCacheLimits(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                                 LayoutKind layout, int64_t blockSize,
                                 int64_t maxSeqLen, int64_t numKvHeads,
-                                int64_t headDim, Type dtype, QuantAttr quant) {
+                                int64_t headDim, Type dtype, QuantAttr quant,
+                                bool kOnly, LatentAttr latent) {
   if (numKvHeads <= 0)
     return emitError() << "num_kv_heads must be positive, got " << numKvHeads;
   if (headDim <= 0)
@@ -254,6 +298,8 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                          << " elements (16 bytes of " << dtype
                          << ") per vector; x must divide head_dim " << headDim;
   }
+  if (kOnly || latent)
+    return verifyKOnly(emitError, layout, numKvHeads, headDim, quant, latent);
   return success();
 }
 
@@ -297,9 +343,27 @@ static LogicalResult verifyPaged(Operation *op, CacheType cache) {
   return success();
 }
 
+/// A latent cache is written by kv.mla_append only: its entry comes from two
+/// sources.
+static LogicalResult verifyNotLatent(Operation *op, CacheType cache) {
+  if (cache.getLatent())
+    return op->emitOpError() << "cannot write a latent cache: its entry is "
+                                "kv_c followed by k_pe (use kv.mla_append)";
+  return success();
+}
+
 LogicalResult AppendOp::verify() {
+  if (failed(verifyKernelName(*this, getSymName())) ||
+      failed(verifyNotLatent(*this, getCacheType())))
+    return failure();
+  return verifySourceType(*this, getCacheType(), getSourceType());
+}
+
+LogicalResult MlaAppendOp::verify() {
   if (failed(verifyKernelName(*this, getSymName())))
     return failure();
+  if (!getCacheType().getLatent())
+    return emitOpError() << "needs a latent cache (latent = #kv.latent<...>)";
   return verifySourceType(*this, getCacheType(), getSourceType());
 }
 
@@ -327,7 +391,8 @@ LogicalResult GatherOp::verify() {
 
 LogicalResult FusedAppendOp::verify() {
   if (failed(verifyKernelName(*this, getSymName())) ||
-      failed(verifyPaged(*this, getCacheType())))
+      failed(verifyPaged(*this, getCacheType())) ||
+      failed(verifyNotLatent(*this, getCacheType())))
     return failure();
   return verifySourceType(*this, getCacheType(), getSourceType());
 }

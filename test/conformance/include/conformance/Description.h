@@ -53,7 +53,7 @@ enum class Layout {
 const char *layoutName(Layout layout);
 bool isPaged(Layout layout);
 
-enum class Kind { Append, SlotMapping, FusedAppend, Gather };
+enum class Kind { Append, SlotMapping, FusedAppend, Gather, MlaAppend };
 
 /// `#kv.quant<kind, granularity, mode>` (and its `reciprocal` flag).
 struct QuantSpec {
@@ -88,6 +88,13 @@ struct Description {
   std::optional<QuantSpec> quant;
   /// What a gather writes.
   DType outputDtype = DType::F32;
+  /// A cache with no V (`k_only = true`).
+  bool kOnly = false;
+  /// mla_append: the latent cache's two parts (numKvHeads is 1 and headDim
+  /// their sum).
+  int64_t kvLoraRank = 0;
+  int64_t ropeDim = 0;
+  bool latent() const { return kvLoraRank > 0; }
 
   /// vllm_vectorized: elements of the cache dtype in 16 bytes.
   int64_t x() const {
@@ -107,7 +114,8 @@ struct Description {
   /// quantized append's gather (both variants).
   std::string scalarKernelName() const { return name + "_scalar"; }
   bool hasRoundtripGather() const {
-    return quant && (kind == Kind::Append || kind == Kind::FusedAppend);
+    return quant && !kOnly &&
+           (kind == Kind::Append || kind == Kind::FusedAppend);
   }
   std::string gatherKernelName() const { return name + "_gather"; }
   /// The description of that gather.
@@ -141,6 +149,9 @@ std::vector<Description> conformanceMatrix();
 /// compute-sanitizer: each layout and kind, each dtype pair, each block size,
 /// head count and head dim at least once.
 std::vector<Description> reducedMatrix();
+
+/// The K-only and MLA latent descriptions of the matrix (LatentMatrix.cpp).
+std::vector<Description> latentMatrix();
 
 /// The description named `name` in `matrix`, if any.
 std::optional<Description>

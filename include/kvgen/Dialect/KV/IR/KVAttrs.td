@@ -91,6 +91,24 @@ def KV_QuantAttr : KV_Attr<"Quant", "quant"> {
   }];
 }
 
+def KV_LatentAttr : KV_Attr<"Latent", "latent"> {
+  let summary = "The two parts of an MLA latent cache's entry";
+  let description = [{
+    DeepSeek-style multi-head latent attention stores, per slot, one latent
+    vector and one RoPE key and no V: the entry is `kv_c`'s
+    `kv_lora_rank` elements followed by `k_pe`'s `rope_dim` elements
+    (`kv.mla_append`). Both parts arrive in the op's source dtype and are
+    stored in the cache's dtype.
+
+    ```mlir
+    #kv.latent<kv_lora_rank = 512, rope_dim = 64>
+    ```
+  }];
+  let parameters = (ins "int64_t":$kv_lora_rank, "int64_t":$rope_dim);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def KV_LaunchAttr : KV_Attr<"Launch", "launch"> {
   let summary = "The launch geometry of a kv kernel";
   let description = [{

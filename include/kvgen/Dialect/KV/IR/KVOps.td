@@ -39,6 +39,29 @@ def KV_AppendOp : KV_KernelOp<"append"> {
   let extraClassDeclaration = commonDecls;
 }
 
+def KV_MlaAppendOp : KV_KernelOp<"mla_append"> {
+  let summary = "Write kv_c and k_pe rows into an MLA latent cache";
+  let description = [{
+    Generates one kernel (vLLM's `concat_and_cache_mla`) that writes, for
+    each token `t` with `slot_mapping[t] >= 0`, `kv_c [num_tokens,
+    kv_lora_rank]` followed by `k_pe [num_tokens, rope_dim]` (each with its
+    own strides) as the entry of that slot of the latent cache
+    `[num_blocks, block_size, kv_lora_rank + rope_dim]`. The cache must be
+    `latent`; `source_type` is the element type of both parts.
+
+    ```mlir
+    kv.mla_append @mla : !kv.cache<layout = paged_nhd, block_size = 64,
+        num_kv_heads = 1, head_dim = 576, dtype = bf16,
+        latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
+  let extraClassDeclaration = commonDecls;
+}
+
 def KV_SlotMappingOp : KV_KernelOp<"slot_mapping"> {
   let summary = "Compute slot_mapping from a block table and positions";
   let description = [{

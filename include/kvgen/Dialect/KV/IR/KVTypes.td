@@ -20,11 +20,19 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
     is one request's row). A quantized cache names its `quant`; its `dtype`
     is then the storage type of that quantization.
 
+    `k_only = true` describes a cache with no V (an indexer's keys): its
+    kernels take no V argument. A `latent` cache (MLA) is K-only too, with
+    one head whose row is the concatenation of the latent's two parts:
+    `head_dim = kv_lora_rank + rope_dim`.
+
     ```mlir
     !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8,
               head_dim = 128, dtype = bf16>
     !kv.cache<layout = contiguous, max_seq_len = 4096, num_kv_heads = 8,
               head_dim = 128, dtype = f16>
+    !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads = 1,
+              head_dim = 576, dtype = bf16,
+              latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>>
     ```
   }];
   let parameters = (ins
@@ -34,7 +42,9 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
       "int64_t":$num_kv_heads,
       "int64_t":$head_dim,
       "::mlir::Type":$dtype,
-      OptionalParameter<"::kvgen::kv::QuantAttr">:$quant);
+      OptionalParameter<"::kvgen::kv::QuantAttr">:$quant,
+      DefaultValuedParameter<"bool", "false">:$k_only,
+      OptionalParameter<"::kvgen::kv::LatentAttr">:$latent);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -43,6 +53,8 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
     /// Elements per 16-byte group of the vllm_vectorized key cache.
     int64_t getX() const;
     bool isPaged() const;
+    /// Whether the cache has a V side: not `k_only`, not latent.
+    bool hasValue() const;
   }];
 }
 

@@ -1,0 +1,222 @@
+//===- LatentTest.cpp - K-only and MLA latent launches, and their refusals ===//
+
+#include "Fixtures.h"
+
+using namespace kvrt::test;
+using ::testing::HasSubstr;
+
+namespace {
+
+/// docs/KERNEL-ABI.md's lists, spelled out: a K-only append and an MLA
+/// latent append.
+std::vector<std::string> kOnlyAppendParams(bool quantized) {
+  std::vector<std::string> names = {"key", "slot_mapping", "key_cache"};
+  if (quantized)
+    names.push_back("key_scale");
+  for (const char *name :
+       {"num_tokens", "num_blocks", "key_stride_token", "key_stride_head",
+        "key_stride_dim", "key_cache_stride_block", "key_cache_stride_head",
+        "key_cache_stride_pos", "key_cache_stride_dim"})
+    names.push_back(name);
+  return names;
+}
+std::vector<std::string> mlaParams(bool quantized) {
+  std::vector<std::string> names = {"kv_c", "k_pe", "slot_mapping",
+                                    "key_cache"};
+  if (quantized)
+    names.push_back("key_scale");
+  for (const char *name :
+       {"num_tokens", "num_blocks", "kv_c_stride_token", "kv_c_stride_dim",
+        "k_pe_stride_token", "k_pe_stride_dim", "key_cache_stride_block",
+        "key_cache_stride_pos", "key_cache_stride_dim"})
+    names.push_back(name);
+  return names;
+}
+
+constexpr int64_t kRank = 16, kRope = 8;
+
+/// An append (K-only) and an mla_append description, both variants each.
+json latentBundle(bool quantized = false, bool wrongParams = false) {
+  CacheConfig config;
+  if (quantized) {
+    config.dtype = "f8e4m3";
+    config.quant = "fp8_e4m3";
+  }
+  std::vector<json> kernels;
+  for (json kernel : describe("kv_konly", "append", config)) {
+    kernel["cache"]["k_only"] = true;
+    kernel["params"] =
+        wrongParams ? json(paramsFor("append", quantized ? "static" : ""))
+                    : json(kOnlyAppendParams(quantized));
+    kernels.push_back(kernel);
+  }
+  CacheConfig mla = config;
+  mla.heads = 1;
+  mla.headDim = kRank + kRope;
+  for (json kernel : describe("kv_mla", "mla_append", mla)) {
+    kernel["cache"]["latent"] = {{"kv_lora_rank", kRank}, {"rope_dim", kRope}};
+    kernel["params"] = mlaParams(quantized);
+    kernels.push_back(kernel);
+  }
+  return bundleJson(kernels);
+}
+
+class LatentTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    recorded() = Recorded();
+    kvrt_bundle *raw = nullptr;
+    ASSERT_EQ(load(latentBundle(), &raw), KVRT_SUCCESS) << kvrt_last_error();
+    bundle.reset(raw);
+    registerRecorders(raw);
+    key = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+    other = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+    slots = HostTensor::compact(i64(), {kTokens});
+    keyCache =
+        HostTensor::compact(bf16(), {kBlocks, kBlockSize, kHeads, kHeadDim});
+    otherCache =
+        HostTensor::compact(bf16(), {kBlocks, kBlockSize, kHeads, kHeadDim});
+    // kv_c and k_pe as vLLM slices them: one row of kv_lora_rank + rope_dim.
+    latent = HostTensor::compact(bf16(), {kTokens, kRank + kRope});
+    kvC = latent.view(bf16(), {kTokens, kRank}, {kRank + kRope, 1}, 0);
+    kPe = latent.view(bf16(), {kTokens, kRope}, {kRank + kRope, 1}, kRank * 2);
+    latentCache =
+        HostTensor::compact(bf16(), {kBlocks, kBlockSize, kRank + kRope});
+  }
+
+  kvrt_append_args kOnlyArgs() {
+    kvrt_append_args args{};
+    args.kernel = "kv_konly";
+    args.key = key.get();
+    args.slot_mapping = slots.get();
+    args.key_cache = keyCache.get();
+    return args;
+  }
+  kvrt_mla_append_args mlaArgs() {
+    kvrt_mla_append_args args{};
+    args.kernel = "kv_mla";
+    args.kv_c = kvC.get();
+    args.k_pe = kPe.get();
+    args.slot_mapping = slots.get();
+    args.key_cache = latentCache.get();
+    return args;
+  }
+  void expectRefused(kvrt_status status, const std::string &message) {
+    EXPECT_EQ(status, KVRT_ERROR_INVALID_ARGUMENT);
+    EXPECT_THAT(kvrt_last_error(), HasSubstr(message));
+    EXPECT_EQ(recorded().vectorCalls + recorded().scalarCalls, 0);
+  }
+
+  BundlePtr bundle;
+  HostTensor key, other, slots, keyCache, otherCache, latent, kvC, kPe,
+      latentCache;
+};
+
+TEST_F(LatentTest, KOnlyAppendLaunchesWithoutV) {
+  kvrt_append_args args = kOnlyArgs();
+  ASSERT_EQ(kvrt_append(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  // Three buffers of one pointer each, then 2 sizes, 3 key and 4 cache
+  // strides.
+  EXPECT_EQ(recorded().params.size(), 3u + 9);
+}
+
+TEST_F(LatentTest, ValueGivenToKOnlyKernelIsRefusedByName) {
+  kvrt_append_args args = kOnlyArgs();
+  args.value = other.get();
+  expectRefused(kvrt_append(bundle.get(), &args, nullptr),
+                "value: must be NULL: the kernel 'kv_konly' has a K-only "
+                "cache");
+}
+
+TEST_F(LatentTest, ValueCacheGivenToKOnlyKernelIsRefusedByName) {
+  kvrt_append_args args = kOnlyArgs();
+  args.value_cache = otherCache.get();
+  expectRefused(kvrt_append(bundle.get(), &args, nullptr),
+                "value_cache: must be NULL");
+}
+
+TEST_F(LatentTest, MlaAppendPacksBothParts) {
+  kvrt_mla_append_args args = mlaArgs();
+  ASSERT_EQ(kvrt_mla_append(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  const std::vector<int64_t> &p = recorded().params;
+  ASSERT_EQ(p.size(), 4u + 9);
+  // kv_c and k_pe point at their first elements, both inside one row.
+  EXPECT_EQ(p[0], reinterpret_cast<intptr_t>(latent.data()));
+  EXPECT_EQ(p[1], reinterpret_cast<intptr_t>(latent.data() + kRank * 2));
+  // After 4 pointers: num_tokens, num_blocks, kv_c and k_pe strides, the
+  // cache's block, pos and dim strides.
+  EXPECT_EQ(p[4], kTokens);
+  EXPECT_EQ(p[5], kBlocks);
+  EXPECT_EQ(p[6], kRank + kRope);
+  EXPECT_EQ(p[7], 1);
+  EXPECT_EQ(p[8], kRank + kRope);
+  EXPECT_EQ(p[10], kBlockSize * (kRank + kRope));
+  EXPECT_EQ(p[11], kRank + kRope);
+  EXPECT_EQ(p[12], 1);
+}
+
+TEST_F(LatentTest, MissingKPeIsRefusedByName) {
+  kvrt_mla_append_args args = mlaArgs();
+  args.k_pe = nullptr;
+  expectRefused(kvrt_mla_append(bundle.get(), &args, nullptr), "k_pe");
+}
+
+TEST_F(LatentTest, WrongPartWidthIsRefusedByName) {
+  kvrt_mla_append_args args = mlaArgs();
+  HostTensor narrow =
+      latent.view(bf16(), {kTokens, kRank - 1}, {kRank + kRope, 1}, 0);
+  args.kv_c = narrow.get();
+  expectRefused(kvrt_mla_append(bundle.get(), &args, nullptr), "kv_c");
+  args = mlaArgs();
+  HostTensor wide = HostTensor::compact(bf16(), {kTokens, kRope * 2});
+  args.k_pe = wide.get();
+  expectRefused(kvrt_mla_append(bundle.get(), &args, nullptr), "k_pe");
+}
+
+TEST_F(LatentTest, FourDimensionalLatentCacheIsRefused) {
+  kvrt_mla_append_args args = mlaArgs();
+  HostTensor cache4 =
+      HostTensor::compact(bf16(), {kBlocks, kBlockSize, 1, kRank + kRope});
+  args.key_cache = cache4.get();
+  expectRefused(kvrt_mla_append(bundle.get(), &args, nullptr), "key_cache");
+}
+
+TEST_F(LatentTest, ScaleGivenToUnquantizedMlaIsRefused) {
+  kvrt_mla_append_args args = mlaArgs();
+  HostTensor scale = HostTensor::compact(f32(), {1});
+  args.key_scale = scale.get();
+  expectRefused(kvrt_mla_append(bundle.get(), &args, nullptr),
+                "key_scale: must be NULL");
+}
+
+TEST_F(LatentTest, KindMismatchNamesTheKind) {
+  // kvrt_append cannot launch the mla_append description.
+  kvrt_append_args args = kOnlyArgs();
+  args.kernel = "kv_mla";
+  EXPECT_NE(kvrt_append(bundle.get(), &args, nullptr), KVRT_SUCCESS);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("kv_mla"));
+}
+
+TEST(LatentManifest, KOnlyKernelListingVIsRefused) {
+  kvrt_bundle *raw = nullptr;
+  EXPECT_EQ(load(latentBundle(false, /*wrongParams=*/true), &raw),
+            KVRT_ERROR_INVALID_BUNDLE);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("params"));
+}
+
+TEST(LatentManifest, QuantizedKOnlyTakesKeyScaleOnly) {
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(latentBundle(/*quantized=*/true), &raw), KVRT_SUCCESS)
+      << kvrt_last_error();
+  BundlePtr bundle(raw);
+  EXPECT_THAT(kvrt_bundle_kernel_manifest(raw, 0),
+              HasSubstr("\"k_only\":true"));
+  EXPECT_THAT(kvrt_bundle_kernel_manifest(raw, 2),
+              HasSubstr("\"latent\":{\"kv_lora_rank\":16,\"rope_dim\":8}"));
+}
+
+} // namespace

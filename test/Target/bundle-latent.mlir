@@ -1,0 +1,68 @@
+// RUN: kvgen %s --emit=bundle -o - | FileCheck %s
+
+// A K-only cache records "k_only" and its kernels list no V parameter; an
+// MLA latent cache records its two parts, and its mla_append kernel takes
+// kv_c and k_pe with their strides (and, quantized statically, key_scale).
+
+// CHECK: "k_only": true
+// CHECK: "kind": "append"
+// CHECK: "name": "konly"
+// CHECK: "params": [
+// CHECK-NEXT: "key",
+// CHECK-NEXT: "slot_mapping",
+// CHECK-NEXT: "key_cache",
+// CHECK-NEXT: "num_tokens",
+// CHECK-NEXT: "num_blocks",
+// CHECK-NEXT: "key_stride_token",
+// CHECK-NEXT: "key_stride_head",
+// CHECK-NEXT: "key_stride_dim",
+// CHECK-NEXT: "key_cache_stride_block",
+// CHECK-NEXT: "key_cache_stride_head",
+// CHECK-NEXT: "key_cache_stride_pos",
+// CHECK-NEXT: "key_cache_stride_dim"
+// CHECK-NEXT: ]
+kv.append @konly : !kv.cache<layout = paged_hnd, block_size = 16,
+    num_kv_heads = 2, head_dim = 64, dtype = f16, k_only = true> from f32
+
+// CHECK: "latent": {
+// CHECK-NEXT: "kv_lora_rank": 448,
+// CHECK-NEXT: "rope_dim": 64
+// CHECK: "kind": "mla_append"
+// CHECK: "name": "mla"
+// CHECK: "params": [
+// CHECK-NEXT: "kv_c",
+// CHECK-NEXT: "k_pe",
+// CHECK-NEXT: "slot_mapping",
+// CHECK-NEXT: "key_cache",
+// CHECK-NEXT: "key_scale",
+// CHECK-NEXT: "num_tokens",
+// CHECK-NEXT: "num_blocks",
+// CHECK-NEXT: "kv_c_stride_token",
+// CHECK-NEXT: "kv_c_stride_dim",
+// CHECK-NEXT: "k_pe_stride_token",
+// CHECK-NEXT: "k_pe_stride_dim",
+// CHECK-NEXT: "key_cache_stride_block",
+// CHECK-NEXT: "key_cache_stride_pos",
+// CHECK-NEXT: "key_cache_stride_dim"
+// CHECK-NEXT: ]
+// CHECK: "vector_elems": 8
+kv.mla_append @mla : !kv.cache<layout = paged_nhd, block_size = 528,
+    num_kv_heads = 1, head_dim = 512, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>,
+    latent = #kv.latent<kv_lora_rank = 448, rope_dim = 64>> from bf16
+
+// A gather of a K-only cache reads K alone: no value_cache, no value_out.
+// CHECK: "kind": "gather"
+// CHECK: "name": "konly_gather"
+// CHECK: "params": [
+// CHECK-NEXT: "key_cache",
+// CHECK-NEXT: "slot_mapping",
+// CHECK-NEXT: "key_out",
+// CHECK-NEXT: "num_tokens",
+// CHECK-NEXT: "num_blocks",
+// CHECK-NEXT: "key_out_stride_token",
+// CHECK-NEXT: "key_out_stride_head",
+// CHECK-NEXT: "key_out_stride_dim",
+// CHECK-NEXT: "key_cache_stride_block",
+kv.gather @konly_gather : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 2, head_dim = 64, dtype = bf16, k_only = true> to f32

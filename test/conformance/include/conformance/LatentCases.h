@@ -1,0 +1,43 @@
+//===- LatentCases.h - cases of caches without V ----------------*- C++ -*-===//
+//
+// K-only appends (plain and fused) and MLA latent appends: their own cases
+// because their launches take no V (kvrt_mla_append takes kv_c and k_pe).
+// Each poisons the cache, runs kvrt, and compares every byte with a plain
+// loop over the tokens (LatentCases.cpp), independent of the lowering.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVGEN_CONFORMANCE_LATENTCASES_H
+#define KVGEN_CONFORMANCE_LATENTCASES_H
+
+#include "conformance/Backend.h"
+#include "conformance/Description.h"
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvgen::conformance {
+
+/// What a case runs with; `bytesCompared` is added to.
+struct LatentCaseEnv {
+  Backend &backend;
+  const Description &desc;
+  kvrt_bundle *bundle;
+  std::mt19937_64 &rng;
+  int64_t &bytesCompared;
+  int maxShown;
+};
+
+using LatentCase =
+    std::pair<std::string, std::function<bool(LatentCaseEnv &, std::string &)>>;
+
+/// The cases of a K-only (`desc.kOnly`) or latent description.
+std::vector<LatentCase> latentCases(const Description &desc);
+
+} // namespace kvgen::conformance
+
+#endif // KVGEN_CONFORMANCE_LATENTCASES_H

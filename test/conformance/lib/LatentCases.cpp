@@ -1,0 +1,482 @@
+//===- LatentCases.cpp - K-only and MLA latent appends, byte by byte ------===//
+//
+// The reference here is a plain loop: for each token with a valid slot,
+// each element of its row (K-only) or of kv_c then k_pe (MLA) is cast or
+// quantized and stored at the slot's place in the cache; everything else
+// keeps its poison. Slots < 0 and blocks past the cache write nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "conformance/LatentCases.h"
+
+#include "conformance/Harness.h"
+#include "conformance/Quant.h"
+#include "conformance/QuantHarness.h"
+#include "conformance/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+namespace kvgen::conformance {
+
+namespace {
+
+constexpr int64_t kPagedBlocks = 24;
+constexpr int64_t kContiguousBatch = 8;
+
+/// How the source rows are laid out.
+enum class Rows {
+  /// Compact tensors (MLA: kv_c and k_pe in two buffers).
+  Compact,
+  /// Views into one projection output whose rows are padded by 8 elements
+  /// (MLA: kv_c and k_pe side by side, as vLLM slices them).
+  Shared,
+  /// The same padded by one element: an odd token stride, scalar only.
+  SharedOdd,
+};
+
+/// The refusals a case provokes instead of a launch.
+enum class Break { None, GiveValue, GiveValueCache, NoKPe, WideKvC };
+
+struct Spec {
+  Rows rows = Rows::Compact;
+  kvrt_variant variant = KVRT_VARIANT_AUTO;
+  bool vectorRefused = false;
+  Break breaks = Break::None;
+  /// The refusal must name this.
+  std::string message;
+};
+
+class Runner {
+public:
+  Runner(LatentCaseEnv &env) : env(env), desc(env.desc) {}
+
+  int64_t numBlocks() const {
+    return desc.layout == Layout::Contiguous ? kContiguousBatch : kPagedBlocks;
+  }
+  int64_t uniform(int64_t lo, int64_t hi) {
+    return lo +
+           static_cast<int64_t>(env.rng() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  std::vector<int64_t> shuffledBlocks() {
+    std::vector<int64_t> blocks(numBlocks());
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), env.rng);
+    return blocks;
+  }
+
+  /// One token per request; a prompt over several blocks; padding.
+  std::vector<int64_t> decodeSlots() {
+    std::vector<int64_t> blocks = shuffledBlocks(), slots;
+    for (int i = 0; i < 5; ++i)
+      slots.push_back(blocks[i] * desc.blockSize +
+                      uniform(0, desc.blockSize - 1));
+    return slots;
+  }
+  std::vector<int64_t> prefillSlots() {
+    std::vector<int64_t> blocks = shuffledBlocks(), slots;
+    int64_t bs = desc.blockSize;
+    if (desc.layout == Layout::Contiguous) {
+      int64_t length = bs / 2 + 3, start = uniform(0, bs - length);
+      for (int64_t i = 0; i < length; ++i)
+        slots.push_back(blocks[0] * bs + start + i);
+      return slots;
+    }
+    int64_t start = uniform(0, bs - 1), length = 2 * bs + bs / 2 + 3;
+    for (int64_t i = 0; i < length; ++i)
+      slots.push_back(blocks[(start + i) / bs] * bs + (start + i) % bs);
+    return slots;
+  }
+  std::vector<int64_t> mixedSlots() {
+    std::vector<int64_t> slots = decodeSlots();
+    int64_t past = numBlocks() * desc.blockSize;
+    // Padding, a block just past the cache and one far past it.
+    slots.insert(slots.begin() + 2,
+                 {-1, past + desc.blockSize / 2, -7, past * 3 + 1});
+    return slots;
+  }
+
+  bool run(const std::vector<int64_t> &slots, const Spec &spec,
+           std::string &failure);
+  bool runFused(const Spec &spec, std::string &failure);
+
+private:
+  bool launch(const std::vector<int64_t> &slots, const Spec &spec,
+              const TensorArg *fusedTables, std::string &failure);
+
+  LatentCaseEnv &env;
+  const Description &desc;
+};
+
+bool Runner::run(const std::vector<int64_t> &slots, const Spec &spec,
+                 std::string &failure) {
+  return launch(slots, spec, nullptr, failure);
+}
+
+bool Runner::runFused(const Spec &spec, std::string &failure) {
+  // Three requests with contexts of their own, then two padding tokens.
+  int64_t bs = desc.blockSize;
+  std::vector<int64_t> blocks = shuffledBlocks();
+  size_t next = 0;
+  std::vector<int32_t> qsl = {0}, lens;
+  std::vector<std::vector<int32_t>> rows;
+  int64_t widest = 0;
+  for (int r = 0; r < 3; ++r) {
+    int32_t ctx = static_cast<int32_t>(uniform(0, 2 * bs));
+    int32_t fresh = static_cast<int32_t>(uniform(1, bs + 3));
+    lens.push_back(ctx);
+    qsl.push_back(qsl.back() + fresh);
+    std::vector<int32_t> row;
+    for (int64_t b = 0; b < (ctx + fresh + bs - 1) / bs; ++b)
+      row.push_back(static_cast<int32_t>(blocks[next++]));
+    widest = std::max<int64_t>(widest, static_cast<int64_t>(row.size()));
+    rows.push_back(row);
+  }
+  int64_t stride = widest + 1;
+  std::vector<int32_t> table(3 * stride, -1);
+  for (int r = 0; r < 3; ++r)
+    std::copy(rows[r].begin(), rows[r].end(), table.begin() + r * stride);
+  SlotMappingInputs in;
+  in.blockTable = table.data();
+  in.blockTableStride = stride;
+  in.maxBlocksPerReq = widest;
+  in.queryStartLoc = qsl.data();
+  in.contextLens = lens.data();
+  in.numReqs = 3;
+  std::vector<int64_t> slots = slotMappingReference(bs, in, qsl.back() + 2);
+
+  Backend &backend = env.backend;
+  DeviceBuffer tableBuf(backend, table.size() * 4),
+      qslBuf(backend, qsl.size() * 4), lensBuf(backend, lens.size() * 4);
+  if (!tableBuf.valid() || !qslBuf.valid() || !lensBuf.valid() ||
+      !backend.copyToDevice(tableBuf.get(), table.data(), table.size() * 4) ||
+      !backend.copyToDevice(qslBuf.get(), qsl.data(), qsl.size() * 4) ||
+      !backend.copyToDevice(lensBuf.get(), lens.data(), lens.size() * 4)) {
+    failure = "device tables: " + backend.lastError();
+    return false;
+  }
+  DLDataType i32 = {kDLInt, 32, 1};
+  TensorArg tables[3] = {
+      TensorArg(tableBuf.get(), 0, backend.device(), i32, {3, widest},
+                {stride, 1}),
+      TensorArg(qslBuf.get(), 0, backend.device(), i32, {4}, {1}),
+      TensorArg(lensBuf.get(), 0, backend.device(), i32, {3}, {1})};
+  return launch(slots, spec, tables, failure);
+}
+
+bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
+                    const TensorArg *fusedTables, std::string &failure) {
+  Backend &backend = env.backend;
+  DLDevice device = backend.device();
+  int64_t tokens = static_cast<int64_t>(slots.size());
+  int64_t heads = desc.numKvHeads, dim = desc.headDim;
+  size_t srcBytes = dtypeBytes(desc.sourceDtype);
+  size_t cacheBytes = dtypeBytes(desc.cacheDtype);
+
+  // The source: one buffer, rows of `rowElems`; a part (MLA) or the key
+  // (K-only) starts at `partOffset` elements into each row.
+  int64_t pad = spec.rows == Rows::Shared      ? 8
+                : spec.rows == Rows::SharedOdd ? 1
+                                               : 0;
+  bool twoBuffers = desc.latent() && spec.rows == Rows::Compact;
+  int64_t rowElems = heads * dim + pad;
+  std::vector<unsigned char> source(
+      static_cast<size_t>(tokens * rowElems) * srcBytes + 16);
+  // Static scales, and values placed around them when quantized.
+  std::vector<float> scales;
+  if (desc.quant) {
+    std::vector<int64_t> shape = staticScaleShape(desc, tokens, numBlocks());
+    int64_t count = 1;
+    for (int64_t extent : shape)
+      count *= extent;
+    for (int64_t i = 0; i < count; ++i)
+      scales.push_back(std::ldexp(1.0f + uniform(0, 7) / 8.0f,
+                                  static_cast<int>(uniform(-4, 2))));
+  }
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t d = 0; d < dim; ++d) {
+        unsigned char *p =
+            source.data() + (t * rowElems + h * dim + d) * srcBytes;
+        if (!desc.quant) {
+          fillSourceValues(p, 1, desc.sourceDtype, desc.cacheDtype, env.rng);
+          continue;
+        }
+        int64_t slot = slots[t];
+        int64_t block = slot < 0 || slot / desc.blockSize >= numBlocks()
+                            ? 0
+                            : slot / desc.blockSize;
+        float s = scales[staticScaleIndex(desc, t, h, block)];
+        storeBits(p, desc.sourceDtype,
+                  floatToElement(quantSourceValue(desc.quant->kind, s,
+                                                  /*specials=*/true, env.rng),
+                                 desc.sourceDtype));
+      }
+  auto element = [&](int64_t t, int64_t h, int64_t d) {
+    return loadBits(source.data() + (t * rowElems + h * dim + d) * srcBytes,
+                    desc.sourceDtype);
+  };
+
+  // The cache, poisoned; the expected image starts as the same poison.
+  std::vector<int64_t> cacheDims =
+      desc.latent() ? std::vector<int64_t>{numBlocks(), desc.blockSize, dim}
+                    : cacheShape(desc, CacheSide::Key, numBlocks());
+  TensorView expectedView =
+      TensorView::compact(nullptr, desc.cacheDtype, cacheDims);
+  int64_t cacheElems = 1;
+  for (int64_t extent : cacheDims)
+    cacheElems *= extent;
+  size_t cacheSize = static_cast<size_t>(cacheElems) * cacheBytes;
+  std::vector<unsigned char> expected(cacheSize), got(cacheSize);
+  fillPoison(expected.data(), cacheSize, env.rng());
+  expectedView.data = expected.data();
+
+  DeviceBuffer srcBuf(backend, source.size()), cacheBuf(backend, cacheSize),
+      slotBuf(backend, slots.size() * 8 + 8),
+      scaleBuf(backend, scales.size() * 4 + 4),
+      otherBuf(backend, source.size());
+  if (!srcBuf.valid() || !cacheBuf.valid() || !slotBuf.valid() ||
+      !scaleBuf.valid() || !otherBuf.valid() ||
+      !backend.copyToDevice(srcBuf.get(), source.data(), source.size()) ||
+      !backend.copyToDevice(cacheBuf.get(), expected.data(), cacheSize) ||
+      !backend.copyToDevice(slotBuf.get(), slots.data(), slots.size() * 8) ||
+      !backend.copyToDevice(scaleBuf.get(), scales.data(), scales.size() * 4)) {
+    failure = "device buffers: " + backend.lastError();
+    return false;
+  }
+  DLDataType srcType = toDLDataType(desc.sourceDtype);
+  TensorArg slotArg(slotBuf.get(), 0, device, {kDLInt, 64, 1}, {tokens}, {1});
+  TensorArg cacheArg(cacheBuf.get(), 0, device, toDLDataType(desc.cacheDtype),
+                     cacheDims, TensorView::compactStrides(cacheDims));
+  TensorArg scaleArg;
+  if (desc.quant)
+    scaleArg = TensorArg(scaleBuf.get(), 0, device, {kDLFloat, 32, 1},
+                         staticScaleShape(desc, tokens, numBlocks()),
+                         TensorView::compactStrides(
+                             staticScaleShape(desc, tokens, numBlocks())));
+  // A stand-in for tensors the description does not take.
+  TensorArg other(otherBuf.get(), 0, device, srcType, {tokens, heads, dim},
+                  {heads * dim, dim, 1});
+
+  kvrt_status status;
+  if (desc.latent()) {
+    int64_t rank = desc.kvLoraRank, rope = desc.ropeDim;
+    // Two buffers: kv_c compact at the start, k_pe compact after it.
+    int64_t cStride = twoBuffers ? rank : rowElems;
+    int64_t pStride = twoBuffers ? rope : rowElems;
+    uint64_t pOffset = twoBuffers ? 0 : rank * srcBytes;
+    if (twoBuffers) {
+      // Re-lay the same values as two compact tensors.
+      std::vector<unsigned char> split(source.size());
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::memcpy(split.data() + t * rank * srcBytes,
+                    source.data() + t * rowElems * srcBytes, rank * srcBytes);
+        std::memcpy(split.data() + (tokens * rank + t * rope) * srcBytes,
+                    source.data() + (t * rowElems + rank) * srcBytes,
+                    rope * srcBytes);
+      }
+      if (!backend.copyToDevice(srcBuf.get(), split.data(), split.size())) {
+        failure = "copy: " + backend.lastError();
+        return false;
+      }
+      pOffset = tokens * rank * srcBytes;
+    }
+    int64_t wide = spec.breaks == Break::WideKvC ? rank - 1 : rank;
+    TensorArg kvC(srcBuf.get(), 0, device, srcType, {tokens, wide},
+                  {cStride, 1});
+    TensorArg kPe(srcBuf.get(), pOffset, device, srcType, {tokens, rope},
+                  {pStride, 1});
+    kvrt_mla_append_args args{};
+    args.kernel = desc.name.c_str();
+    args.kv_c = kvC.get();
+    args.k_pe = spec.breaks == Break::NoKPe ? nullptr : kPe.get();
+    args.slot_mapping = slotArg.get();
+    args.key_cache = cacheArg.get();
+    args.variant = spec.variant;
+    args.key_scale = scaleArg.get();
+    status = kvrt_mla_append(env.bundle, &args, backend.stream());
+  } else {
+    TensorArg key(srcBuf.get(), 0, device, srcType, {tokens, heads, dim},
+                  {rowElems, dim, 1});
+    const DLTensor *value =
+        spec.breaks == Break::GiveValue ? other.get() : nullptr;
+    const DLTensor *valueCache =
+        spec.breaks == Break::GiveValueCache ? cacheArg.get() : nullptr;
+    if (fusedTables) {
+      kvrt_fused_append_args args{};
+      args.kernel = desc.name.c_str();
+      args.key = key.get();
+      args.value = value;
+      args.block_table = fusedTables[0].get();
+      args.query_start_loc = fusedTables[1].get();
+      args.context_lens = fusedTables[2].get();
+      args.key_cache = cacheArg.get();
+      args.value_cache = valueCache;
+      args.variant = spec.variant;
+      args.key_scale = scaleArg.get();
+      status = kvrt_fused_append(env.bundle, &args, backend.stream());
+    } else {
+      kvrt_append_args args{};
+      args.kernel = desc.name.c_str();
+      args.key = key.get();
+      args.value = value;
+      args.slot_mapping = slotArg.get();
+      args.key_cache = cacheArg.get();
+      args.value_cache = valueCache;
+      args.variant = spec.variant;
+      args.key_scale = scaleArg.get();
+      status = kvrt_append(env.bundle, &args, backend.stream());
+    }
+  }
+
+  bool refused = spec.vectorRefused || spec.breaks != Break::None;
+  if (refused) {
+    std::string message = kvrt_last_error();
+    if (status != KVRT_ERROR_INVALID_ARGUMENT) {
+      failure =
+          std::string("kvrt should have refused the launch, it returned ") +
+          kvrt_status_name(status);
+      return false;
+    }
+    if (message.find(spec.message) == std::string::npos) {
+      failure = "the refusal should name \"" + spec.message + "\", it says \"" +
+                message + "\"";
+      return false;
+    }
+  } else if (status != KVRT_SUCCESS) {
+    failure = std::string("kvrt: ") + kvrt_status_name(status) + ": " +
+              kvrt_last_error();
+    return false;
+  } else {
+    // The reference: a plain loop over tokens and elements.
+    for (int64_t t = 0; t < tokens; ++t) {
+      int64_t slot = slots[t];
+      if (slot < 0 || slot / desc.blockSize >= numBlocks())
+        continue;
+      int64_t block = slot / desc.blockSize, pos = slot % desc.blockSize;
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t d = 0; d < dim; ++d) {
+          uint32_t bits = element(t, h, d);
+          uint32_t stored =
+              desc.quant
+                  ? quantize(desc.quant->kind,
+                             elementToFloat(bits, desc.sourceDtype),
+                             scales[staticScaleIndex(desc, t, h, block)],
+                             desc.quant->reciprocal)
+                  : convertElement(bits, desc.sourceDtype, desc.cacheDtype);
+          Index index;
+          if (desc.latent()) {
+            index.values = {block, pos, d, 0, 0};
+            index.rank = 3;
+          } else {
+            index = cacheIndex(desc, CacheSide::Key, block, h, pos, d);
+          }
+          storeBits(expectedView.elementPointer(index), desc.cacheDtype,
+                    stored);
+        }
+    }
+  }
+  if (!backend.synchronize() ||
+      !backend.copyToHost(got.data(), cacheBuf.get(), cacheSize)) {
+    failure = "reading the cache back: " + backend.lastError();
+    return false;
+  }
+  env.bytesCompared += static_cast<int64_t>(cacheSize);
+  if (got == expected)
+    return true;
+  std::ostringstream os;
+  int shown = 0;
+  int64_t differing = 0;
+  for (size_t i = 0; i < cacheSize; ++i) {
+    if (got[i] == expected[i])
+      continue;
+    ++differing;
+    if (shown++ < env.maxShown)
+      os << " [element " << i / cacheBytes << " byte " << i % cacheBytes
+         << ": got 0x" << std::hex << int(got[i]) << " want 0x"
+         << int(expected[i]) << std::dec << "]";
+  }
+  failure = std::to_string(differing) + " cache bytes differ" +
+            (refused ? " after a refused launch" : "") + ":" + os.str();
+  return false;
+}
+
+} // namespace
+
+std::vector<LatentCase> latentCases(const Description &desc) {
+  std::vector<LatentCase> cases;
+  auto add = [&](std::string name, Spec spec, int which) {
+    cases.push_back({std::move(name),
+                     [spec, which](LatentCaseEnv &env, std::string &failure) {
+                       Runner runner(env);
+                       switch (which) {
+                       case 0:
+                         return runner.run(runner.decodeSlots(), spec, failure);
+                       case 1:
+                         return runner.run(runner.prefillSlots(), spec,
+                                           failure);
+                       case 2:
+                         return runner.run(runner.mixedSlots(), spec, failure);
+                       default:
+                         return runner.runFused(spec, failure);
+                       }
+                     }});
+  };
+  Spec scalar, vector, shared, odd, oddVector;
+  scalar.variant = KVRT_VARIANT_SCALAR;
+  vector.variant = KVRT_VARIANT_VECTOR;
+  shared.rows = Rows::Shared;
+  odd.rows = Rows::SharedOdd;
+  oddVector = odd;
+  oddVector.variant = KVRT_VARIANT_VECTOR;
+  oddVector.vectorRefused = true;
+  oddVector.message = "the vector variant";
+  if (desc.kind == Kind::FusedAppend) {
+    add("fused/auto", Spec(), 3);
+    add("fused/scalar", scalar, 3);
+    add("fused_shared_rows_odd/auto", odd, 3);
+    Spec value;
+    value.breaks = Break::GiveValue;
+    value.message = "value: must be NULL";
+    add("fused_value_refused", value, 3);
+    return cases;
+  }
+  add("decode/auto", Spec(), 0);
+  add("decode/scalar", scalar, 0);
+  add("prefill/auto", Spec(), 1);
+  add("prefill/vector", vector, 1);
+  add("mixed_padding/auto", Spec(), 2);
+  add(
+      "shared_rows/vector",
+      [&] {
+        Spec s = shared;
+        s.variant = KVRT_VARIANT_VECTOR;
+        return s;
+      }(),
+      2);
+  add("shared_rows_odd/auto", odd, 2);
+  add("shared_rows_odd/vector_refused", oddVector, 0);
+  if (desc.latent()) {
+    Spec noPe, wide;
+    noPe.breaks = Break::NoKPe;
+    noPe.message = "k_pe";
+    wide.breaks = Break::WideKvC;
+    wide.message = "kv_c";
+    add("missing_k_pe_refused", noPe, 0);
+    add("kv_c_width_refused", wide, 0);
+  } else {
+    Spec value, valueCache;
+    value.breaks = Break::GiveValue;
+    value.message = "value: must be NULL";
+    valueCache.breaks = Break::GiveValueCache;
+    valueCache.message = "value_cache: must be NULL";
+    add("value_refused", value, 0);
+    add("value_cache_refused", valueCache, 0);
+  }
+  return cases;
+}
+
+} // namespace kvgen::conformance

@@ -1,0 +1,107 @@
+//===- LatentMatrix.cpp - the K-only and MLA latent descriptions ----------===//
+//
+// Caches without V: K-only caches on every layout that has a K side (an
+// indexer's keys), and DeepSeek-style MLA latent caches whose entry is
+// kv_c followed by k_pe. The latent sizes include DeepSeek-V3's (512, 64),
+// a smaller (128, 32) and a latent that is not a power of two (448 + 64),
+// at block sizes 1, 16, 64 and 528.
+//
+//===----------------------------------------------------------------------===//
+
+#include "conformance/Description.h"
+
+#include <sstream>
+
+namespace kvgen::conformance {
+
+namespace {
+
+Description kOnlyAppend(Kind kind, Layout layout, int64_t blockSize,
+                        int64_t heads, int64_t headDim, DType source,
+                        DType cache, std::optional<QuantSpec> quant = {}) {
+  Description d;
+  d.kind = kind;
+  d.layout = layout;
+  d.blockSize = blockSize;
+  d.numKvHeads = heads;
+  d.headDim = headDim;
+  d.sourceDtype = source;
+  d.cacheDtype = cache;
+  d.quant = quant;
+  d.kOnly = true;
+  std::ostringstream os;
+  os << "konly_" << kindName(kind) << "_" << layoutName(layout)
+     << (layout == Layout::Contiguous ? "_msl" : "_bs") << blockSize << "_h"
+     << heads << "_d" << headDim << "_" << dtypeName(cache) << "_from_"
+     << dtypeName(source);
+  if (quant)
+    os << "_" << quant->tag();
+  d.name = os.str();
+  return d;
+}
+
+Description mla(int64_t blockSize, int64_t kvLoraRank, int64_t ropeDim,
+                DType source, DType cache,
+                std::optional<QuantSpec> quant = {}) {
+  Description d;
+  d.kind = Kind::MlaAppend;
+  d.layout = Layout::PagedNHD;
+  d.blockSize = blockSize;
+  d.numKvHeads = 1;
+  d.headDim = kvLoraRank + ropeDim;
+  d.kvLoraRank = kvLoraRank;
+  d.ropeDim = ropeDim;
+  d.sourceDtype = source;
+  d.cacheDtype = cache;
+  d.quant = quant;
+  d.kOnly = true;
+  std::ostringstream os;
+  os << "mla_append_bs" << blockSize << "_" << kvLoraRank << "_" << ropeDim
+     << "_" << dtypeName(cache) << "_from_" << dtypeName(source);
+  if (quant)
+    os << "_" << quant->tag();
+  d.name = os.str();
+  return d;
+}
+
+} // namespace
+
+std::vector<Description> latentMatrix() {
+  const QuantSpec fp8 = {QuantKind::FP8E4M3, Granularity::PerTensor,
+                         ScaleMode::Static, false};
+  const QuantSpec int8 = {QuantKind::Int8, Granularity::PerHead,
+                          ScaleMode::Static, false};
+  std::vector<Description> m;
+  m.push_back(kOnlyAppend(Kind::Append, Layout::PagedNHD, 16, 8, 128,
+                          DType::BF16, DType::BF16));
+  m.push_back(kOnlyAppend(Kind::Append, Layout::PagedHND, 48, 3, 64, DType::F32,
+                          DType::F16));
+  m.push_back(kOnlyAppend(Kind::Append, Layout::VllmVectorized, 16, 1, 128,
+                          DType::BF16, DType::BF16));
+  m.push_back(kOnlyAppend(Kind::Append, Layout::Contiguous, 100, 2, 64,
+                          DType::F32, DType::F32));
+  m.push_back(kOnlyAppend(Kind::Append, Layout::PagedNHD, 528, 1, 128,
+                          DType::F16, DType::F16));
+  m.push_back(kOnlyAppend(Kind::Append, Layout::PagedNHD, 16, 4, 128,
+                          DType::BF16, DType::F8E4M3, fp8));
+  m.push_back(kOnlyAppend(Kind::Append, Layout::PagedHND, 16, 2, 64, DType::F32,
+                          DType::I8, int8));
+  m.push_back(kOnlyAppend(Kind::FusedAppend, Layout::PagedNHD, 16, 8, 128,
+                          DType::BF16, DType::BF16));
+  m.push_back(kOnlyAppend(Kind::FusedAppend, Layout::PagedHND, 3, 2, 64,
+                          DType::F32, DType::BF16));
+
+  m.push_back(mla(16, 512, 64, DType::BF16, DType::BF16));
+  m.push_back(mla(64, 512, 64, DType::F16, DType::F16));
+  m.push_back(mla(16, 128, 32, DType::F32, DType::BF16));
+  m.push_back(mla(1, 128, 32, DType::F32, DType::F32));
+  m.push_back(mla(528, 448, 64, DType::BF16, DType::BF16));
+  m.push_back(mla(16, 512, 64, DType::BF16, DType::F8E4M3, fp8));
+  m.push_back(mla(16, 448, 64, DType::F32, DType::F8E4M3, fp8));
+  m.push_back(mla(32, 128, 32, DType::BF16, DType::F8E5M2,
+                  QuantSpec{QuantKind::FP8E5M2, Granularity::PerToken,
+                            ScaleMode::Static, false}));
+  return m;
+}
+
+} // namespace kvgen::conformance
