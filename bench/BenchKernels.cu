@@ -95,12 +95,12 @@ __global__ void emptyKernel() {}
 #define KVBENCH_EIGHT_PARAMS(p)                                                \
   uint64_t p##0, uint64_t p##1, uint64_t p##2, uint64_t p##3, uint64_t p##4,   \
       uint64_t p##5, uint64_t p##6, uint64_t p##7
-// 5 * 8 + 1 = 41 = kAppendAbiParams: the parameter bytes a kvrt append packs.
+// 2 * 8 + 5 = 21 = kAppendAbiParams: the parameter bytes a kvrt append packs.
 __global__ void emptyAbiKernel(KVBENCH_EIGHT_PARAMS(a), KVBENCH_EIGHT_PARAMS(b),
-                               KVBENCH_EIGHT_PARAMS(c), KVBENCH_EIGHT_PARAMS(d),
-                               KVBENCH_EIGHT_PARAMS(e), uint64_t f0) {}
+                               uint64_t c0, uint64_t c1, uint64_t c2,
+                               uint64_t c3, uint64_t c4) {}
 #undef KVBENCH_EIGHT_PARAMS
-static_assert(kAppendAbiParams == 41, "emptyAbiKernel has 41 parameters");
+static_assert(kAppendAbiParams == 21, "emptyAbiKernel has 21 parameters");
 
 /// The input is read once and the kernel never reads the cache back, so a
 /// streaming variant marks both evict-first (ld/st.global.cs) to leave L2 to

@@ -40,8 +40,8 @@ cudaError_t countMismatches16(const uint16_t *data, uint64_t count,
 cudaError_t launchEmptyKernel(cudaStream_t stream);
 
 /// The number of 8-byte parameters of emptyAbiKernel: what kvrt packs for an
-/// append (5 buffers of 5 memref parameters, then 16 scalars; KERNEL-ABI.md).
-constexpr int kAppendAbiParams = 41;
+/// append (5 buffer pointers, then 16 scalars; KERNEL-ABI.md).
+constexpr int kAppendAbiParams = 21;
 
 /// The address of an empty __global__ function taking kAppendAbiParams
 /// 8-byte parameters, for cudaGetFuncBySymbol: launched through

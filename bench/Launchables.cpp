@@ -46,7 +46,7 @@ EmptyAbiKernel::EmptyAbiKernel() {
 
 bool EmptyAbiKernel::launch(int, cudaStream_t stream) {
   if (!launchKernel || !kernel) {
-    error = "the 41-parameter empty kernel is not available";
+    error = "the 21-parameter empty kernel is not available";
     return false;
   }
   const CUresult r =

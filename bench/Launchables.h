@@ -49,7 +49,7 @@ public:
   bool launch(int, cudaStream_t stream) override;
 };
 
-/// An empty kernel with the append's 41 8-byte parameters, launched through
+/// An empty kernel with the append's 21 8-byte parameters, launched through
 /// cuLaunchKernel with the decode-1 geometry (1 x 128): what a kvrt launch
 /// costs when the runtime adds nothing. An anchor, not the subject: if the
 /// driver's entry point or the function cannot be had, available() is false
@@ -59,7 +59,7 @@ public:
   EmptyAbiKernel();
   bool available() const { return kernel != nullptr; }
   std::string name() const override {
-    return "empty kernel, 41 params, cuLaunchKernel 1x128";
+    return "empty kernel, 21 params, cuLaunchKernel 1x128";
   }
   bool launch(int, cudaStream_t stream) override;
 

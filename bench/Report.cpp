@@ -103,7 +103,7 @@ std::string tableText(const Report &report, const CacheGeometry &g,
   if (!launch.is_null()) {
     out << format(
         "launch: empty kernel eager %s us (host enqueue %s), graph node %s "
-        "us; 41-param empty via cuLaunchKernel eager %s us (enqueue %s)\n",
+        "us; 21-param empty via cuLaunchKernel eager %s us (enqueue %s)\n",
         fmtNum(launch.value("empty_eager_us", kNaN), "%.3f").c_str(),
         fmtNum(launch.value("empty_host_enqueue_us", kNaN), "%.3f").c_str(),
         fmtNum(launch.value("empty_graph_node_us", kNaN), "%.3f").c_str(),
@@ -120,7 +120,7 @@ std::string tableText(const Report &report, const CacheGeometry &g,
     if (haveGenerated)
       out << format(
           "        kvrt append (1 token) eager %s us (enqueue %s): %s x the "
-          "empty kernel, %s x the 41-param one (target <= 1.10)\n",
+          "empty kernel, %s x the 21-param one (target <= 1.10)\n",
           fmtNum(launch.value("kvrt_eager_us", kNaN), "%.3f").c_str(),
           fmtNum(launch.value("kvrt_host_enqueue_us", kNaN), "%.3f").c_str(),
           fmtNum(launch.value("kvrt_over_empty_eager", kNaN), "%.3f").c_str(),

@@ -20,7 +20,7 @@ json measureLaunchAnchors(EmptyKernel &empty, EmptyAbiKernel &emptyAbi,
     abiEager = timeEager(emptyAbi, 1, state.stream, reps.eager, 20000, 0);
     abiEnqueue = timeHostEnqueue(emptyAbi, 1, state.stream, reps.hostEnqueue);
   } else {
-    logLine("WARNING: the 41-parameter empty kernel is not measured: %s",
+    logLine("WARNING: the 21-parameter empty kernel is not measured: %s",
             emptyAbi.lastError().c_str());
   }
   launch["empty_eager_us"] = eager.median;
@@ -34,7 +34,7 @@ json measureLaunchAnchors(EmptyKernel &empty, EmptyAbiKernel &emptyAbi,
                       {"empty_abi_eager", statsJson(abiEager)},
                       {"empty_abi_enqueue", statsJson(abiEnqueue)}};
   logLine("empty kernel: eager %.3f us/launch (enqueue %.3f), graph %.3f "
-          "us/node; 41-param cuLaunchKernel: eager %.3f (enqueue %.3f)",
+          "us/node; 21-param cuLaunchKernel: eager %.3f (enqueue %.3f)",
           eager.median, enqueue.median, graph.perCall.median, abiEager.median,
           abiEnqueue.median);
   return launch;
@@ -90,7 +90,7 @@ void compareLaunchPaths(Launchable &empty, EmptyAbiKernel &emptyAbi,
                                     {"kvrt_enqueue", statsJson(kEnqueue)},
                                     {"reference_enqueue", statsJson(rEnqueue)}};
   logLine("  launch path, %lld calls x %d rounds x %d reps: empty %.3f, "
-          "41-param empty %.3f, kvrt %s, reference %s us/call; kvrt/empty "
+          "21-param empty %.3f, kvrt %s, reference %s us/call; kvrt/empty "
           "= %s; host enqueue: kvrt %s, reference %s us",
           (long long)calls, reps.launchRounds, reps.launchReps, se.median,
           sea.median, fmtNum(sk.median, "%.3f").c_str(),

@@ -9,7 +9,7 @@
 namespace kvbench {
 
 /// The launch anchors: an empty kernel eagerly, enqueued and in a graph,
-/// and the 41-parameter empty kernel through cuLaunchKernel.
+/// and the 21-parameter empty kernel through cuLaunchKernel.
 json measureLaunchAnchors(EmptyKernel &empty, EmptyAbiKernel &emptyAbi,
                           DeviceState &state, const Repetitions &reps);
 

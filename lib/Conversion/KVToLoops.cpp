@@ -11,9 +11,11 @@
 //
 // The order inside one iteration is part of the kernel contract: the slot is
 // loaded and checked first, and no K or V element is read unless the slot is
-// valid. K and V are both loaded before either is stored, so two loads are in
-// flight even though the compiler cannot prove that the caches do not alias
-// the inputs.
+// valid. What needs no slot (the source offsets, the head and dim terms of
+// the cache offsets) is computed before the slot load, so that it overlaps
+// the load's latency; only the block and position terms follow the check. K and
+// V are both loaded before either is stored, so two loads are in flight even
+// though the compiler cannot prove that the caches do not alias the inputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,9 +33,9 @@ using namespace mlir;
 using namespace kvgen;
 using namespace kvgen::detail;
 
-Value KernelBuilder::cacheOffset(const CacheStrides &s, Value block, Value head,
-                                 Value pos, Value d, bool isKey) {
-  Value off = add(add(mul(block, s.block), mul(head, s.head)), mul(pos, s.pos));
+Value KernelBuilder::cacheChunkOffset(const CacheStrides &s, Value head,
+                                      Value d, bool isKey) {
+  Value off = mul(head, s.head);
   if (cache.getLayout() == kv::LayoutKind::VllmVectorized && isKey) {
     // [nb, H, D/x, bs, x]: d picks a 16-byte group and an element in it.
     int64_t x = cache.getX();
@@ -44,13 +46,44 @@ Value KernelBuilder::cacheOffset(const CacheStrides &s, Value block, Value head,
   return add(off, mul(d, s.dim));
 }
 
-SmallVector<Value> KernelBuilder::loadChunk(Value memref,
-                                            const SourceStrides &s, Value t,
-                                            Value head, Value d0) {
-  int64_t vec = plan.vectorElems;
+Value KernelBuilder::sourceOffset(const SourceStrides &s, Value t, Value head,
+                                  Value d0) {
   // The vector variant's promise includes a unit dim stride: no multiply.
   Value dimOffset = plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
-  Value base = add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
+  return add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
+}
+
+ChunkAddresses KernelBuilder::chunkAddresses(Value t, Value head, Value d0) {
+  ChunkAddresses at;
+  at.t = t;
+  at.head = head;
+  at.d0 = d0;
+  if (plan.kind == KernelKind::MlaAppend) {
+    // Both parts' offsets: which part holds the chunk is decided at the
+    // load, and each is a few integer ops that overlap the slot load.
+    using P = abi::Param;
+    int64_t rank = cache.getLatent().getKvLoraRank();
+    at.keySource = sourceOffset(
+        {arg(P::KvCStrideToken), i64(0), arg(P::KvCStrideDim)}, t, i64(0), d0);
+    at.peSource =
+        sourceOffset({arg(P::KPeStrideToken), i64(0), arg(P::KPeStrideDim)}, t,
+                     i64(0), sub(d0, i64(rank)));
+  } else {
+    at.keySource = sourceOffset(sourceStrides(/*isKey=*/true), t, head, d0);
+  }
+  at.keyCache =
+      cacheChunkOffset(cacheStrides(/*isKey=*/true), head, d0, /*isKey=*/true);
+  if (cache.hasValue()) {
+    at.valueSource = sourceOffset(sourceStrides(/*isKey=*/false), t, head, d0);
+    at.valueCache = cacheChunkOffset(cacheStrides(/*isKey=*/false), head, d0,
+                                     /*isKey=*/false);
+  }
+  return at;
+}
+
+SmallVector<Value>
+KernelBuilder::loadChunkAt(Value memref, const SourceStrides &s, Value base) {
+  int64_t vec = plan.vectorElems;
   Type elt = cast<MemRefType>(memref.getType()).getElementType();
   if (plan.variant == KernelVariant::Vector) {
     // The runtime guarantees dim stride 1 and `vec`-aligned offsets here.
@@ -71,8 +104,7 @@ void KernelBuilder::storeRowChunk(ArrayRef<Value> chunk, Value memref,
                                   const SourceStrides &s, Value t, Value head,
                                   Value d0) {
   int64_t vec = plan.vectorElems;
-  Value dimOffset = plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
-  Value base = add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
+  Value base = sourceOffset(s, t, head, d0);
   if (plan.variant == KernelVariant::Vector) {
     vector::StoreOp::create(
         b, chunk.front(), memref, ValueRange{toIndex(base)},
@@ -86,11 +118,10 @@ void KernelBuilder::storeRowChunk(ArrayRef<Value> chunk, Value memref,
   }
 }
 
-void KernelBuilder::storeChunk(ArrayRef<Value> chunk, Value memref,
-                               const CacheStrides &s, Value block, Value head,
-                               Value pos, Value d0, bool isKey) {
+void KernelBuilder::storeChunkAt(ArrayRef<Value> chunk, Value memref,
+                                 const CacheStrides &s, Value base,
+                                 bool isKey) {
   int64_t vec = plan.vectorElems;
-  Value base = cacheOffset(s, block, head, pos, d0, isKey);
   if (plan.variant == KernelVariant::Vector && cacheChunkContiguous(isKey)) {
     vector::StoreOp::create(
         b, chunk.front(), memref, ValueRange{toIndex(base)},
@@ -221,23 +252,33 @@ void KernelBuilder::build() {
   Value c = loop.getInductionVars()[1];
 
   switch (plan.kind) {
-  case KernelKind::Append: {
-    Value slot = memref::LoadOp::create(
-        b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
-        /*nontemporal=*/false, llvm::MaybeAlign(8));
-    emitAppendChunk(slot, t, c);
+  case KernelKind::Append:
+  case KernelKind::MlaAppend:
+  case KernelKind::FusedAppend: {
+    // The address math that does not need the slot comes first, so that it
+    // runs while the slot is loaded (or computed); a dynamic scale's group
+    // walks its chunks in loops after the check instead.
+    std::optional<ChunkAddresses> chunk;
+    kv::QuantAttr quant = cache.getQuant();
+    if (!quant || quant.getMode() == kv::ScaleMode::Static) {
+      auto [head, d0] = chunkPosition(toI64(c));
+      chunk = chunkAddresses(t, head, d0);
+      // LLVM would sink these behind the slot check (kv-pin-before-slot).
+      // A K-only cache has no value terms.
+      for (Value v : {chunk->keySource, chunk->valueSource, chunk->peSource,
+                      chunk->keyCache, chunk->valueCache})
+        if (Operation *def = v ? v.getDefiningOp() : nullptr)
+          def->setAttr(kBeforeSlotAttrName, b.getUnitAttr());
+    }
+    Value slot =
+        plan.kind == KernelKind::FusedAppend
+            ? emitSlotFromBlockTable(t)
+            : Value(memref::LoadOp::create(
+                  b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
+                  /*nontemporal=*/false, llvm::MaybeAlign(8)));
+    emitAppendChunk(slot, t, c, chunk);
     break;
   }
-  case KernelKind::MlaAppend: {
-    Value slot = memref::LoadOp::create(
-        b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
-        /*nontemporal=*/false, llvm::MaybeAlign(8));
-    emitAppendChunk(slot, t, c);
-    break;
-  }
-  case KernelKind::FusedAppend:
-    emitAppendChunk(emitSlotFromBlockTable(t), t, c);
-    break;
   case KernelKind::SlotMapping:
     memref::StoreOp::create(b, emitSlotFromBlockTable(t),
                             arg(abi::Param::SlotMapping),

@@ -62,20 +62,21 @@ void KernelBuilder::emitIfValidSlot(Value slot, Value &block, Value &pos) {
   b.setInsertionPointToStart(ifOp.thenBlock());
 }
 
-void KernelBuilder::emitAppendOne(Value t, Value block, Value pos, Value head,
-                                  Value d0, ArrayRef<Value> scales) {
+void KernelBuilder::emitAppendOne(const ChunkAddresses &at, Value block,
+                                  Value pos, ArrayRef<Value> scales) {
   kv::QuantAttr quant = cache.getQuant();
   // A quantized cache scales the exact fp32 value: never cast before.
   Type to = quant ? b.getF32Type() : cache.getDtype();
   auto load = [&](bool isKey) {
-    return map(loadChunk(arg(isKey ? abi::Param::Key : abi::Param::Value),
-                         sourceStrides(isKey), t, head, d0),
+    return map(loadChunkAt(arg(isKey ? abi::Param::Key : abi::Param::Value),
+                           sourceStrides(isKey),
+                           isKey ? at.keySource : at.valueSource),
                [&](Value v) { return emitFloatCast(b, v, to); });
   };
   // A latent cache's K row is kv_c followed by k_pe (MlaBodies.cpp).
   SmallVector<Value> k =
       plan.kind == KernelKind::MlaAppend
-          ? map(loadLatentChunk(t, d0),
+          ? map(loadLatentChunk(at),
                 [&](Value v) { return emitFloatCast(b, v, to); })
           : load(/*isKey=*/true);
   bool withValue = cache.hasValue();
@@ -91,11 +92,15 @@ void KernelBuilder::emitAppendOne(Value t, Value block, Value pos, Value head,
     if (withValue)
       v = map(v, [&](Value x) { return q(x, scales[1]); });
   }
-  storeChunk(k, arg(abi::Param::KeyCache), cacheStrides(/*isKey=*/true), block,
-             head, pos, d0, /*isKey=*/true);
-  if (withValue)
-    storeChunk(v, arg(abi::Param::ValueCache), cacheStrides(/*isKey=*/false),
-               block, head, pos, d0, /*isKey=*/false);
+  // Only the slot's terms are added here; the rest was computed before it.
+  for (bool isKey : sides()) {
+    CacheStrides s = cacheStrides(isKey);
+    Value base =
+        cacheSlotOffset(s, block, pos, isKey ? at.keyCache : at.valueCache);
+    storeChunkAt(isKey ? k : v,
+                 arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache), s,
+                 base, isKey);
+  }
 }
 
 /// The reciprocal of an f32 scale (for `reciprocal = true`).
@@ -104,7 +109,8 @@ static Value reciprocal(ImplicitLocOpBuilder &b, Value s) {
       b, arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f)), s);
 }
 
-void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
+void KernelBuilder::emitAppendChunk(
+    Value slot, Value t, Value c, const std::optional<ChunkAddresses> &chunk) {
   OpBuilder::InsertionGuard guard(b);
   Value block, pos;
   emitIfValidSlot(slot, block, pos);
@@ -113,14 +119,14 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
   bool recip = quant && quant.getReciprocal();
 
   if (!quant || quant.getMode() == kv::ScaleMode::Static) {
-    auto [head, d0] = chunkPosition(c64);
+    assert(chunk && "a chunk's addresses come before its slot");
     SmallVector<Value> scales;
     if (quant)
       for (bool isKey : sides()) {
-        Value s = staticScale(isKey, t, head, block);
+        Value s = staticScale(isKey, t, chunk->head, block);
         scales.push_back(recip ? reciprocal(b, s) : s);
       }
-    emitAppendOne(t, block, pos, head, d0, scales);
+    emitAppendOne(*chunk, block, pos, scales);
     return;
   }
 
@@ -212,7 +218,8 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c) {
   b.setInsertionPointToStart(storeLoop.getBody());
   forEachLaneChunk(storeLoop.getInductionVars()[0], {},
                    [&](Value head, Value d0, ValueRange) {
-                     emitAppendOne(t, block, pos, head, d0, scales);
+                     emitAppendOne(chunkAddresses(t, head, d0), block, pos,
+                                   scales);
                      return SmallVector<Value>();
                    });
 }

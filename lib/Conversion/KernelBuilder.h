@@ -16,6 +16,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <array>
+#include <optional>
 
 namespace kvgen::detail {
 
@@ -29,6 +30,19 @@ struct CacheStrides {
 /// Strides of one source tensor [num_tokens, num_kv_heads, head_dim].
 struct SourceStrides {
   Value token, head, dim;
+};
+
+/// The slot-independent part of a chunk's addresses, in elements: computed
+/// before the slot is loaded so that it overlaps the load, leaving only the
+/// block and position terms for after the slot check.
+struct ChunkAddresses {
+  Value t, head, d0;
+  /// Offsets of the chunk in key and value; for a latent cache, keySource is
+  /// its offset in kv_c and peSource in k_pe. Null where a side is absent
+  /// (no value for a K-only cache).
+  Value keySource, valueSource, peSource;
+  /// Offsets of (head, d0) in a cache: add the block and position terms.
+  Value keyCache, valueCache;
 };
 
 /// Builds the body of one kernel from its plan. Values are i64 unless named
@@ -118,23 +132,27 @@ private:
   /// builds inside it.
   void emitIfValidSlot(Value slot, Value &block, Value &pos);
   /// Writes iteration `c` of token `t`'s K and V at `slot`, if the slot is
-  /// valid: one chunk, or for dynamic scales one group of chunks.
-  void emitAppendChunk(Value slot, Value t, Value c);
+  /// valid: one chunk (whose addresses `chunk` holds, computed before the
+  /// slot), or for dynamic scales one group of chunks (`chunk` empty).
+  void emitAppendChunk(Value slot, Value t, Value c,
+                       const std::optional<ChunkAddresses> &chunk);
   /// Reads chunk `c` of the row at `slot` into row `t` of the outputs.
   void emitGatherChunk(Value slot, Value t, Value c);
-  /// Moves the chunk at (head, d0) of K and V, quantizing with `scales`
-  /// (f32, or the reciprocals) when the cache is quantized.
-  void emitAppendOne(Value t, Value block, Value pos, Value head, Value d0,
+  /// Moves the chunk at `at` of K and V to (block, pos), quantizing with
+  /// `scales` (f32, or the reciprocals) when the cache is quantized.
+  void emitAppendOne(const ChunkAddresses &at, Value block, Value pos,
                      ArrayRef<Value> scales);
+  /// The slot-independent addresses of the chunk at (head, d0) of token `t`.
+  ChunkAddresses chunkAddresses(Value t, Value head, Value d0);
   /// K and V, or K alone for a K-only cache: the sides a kernel moves.
   SmallVector<bool, 2> sides() const {
     if (cache.hasValue())
       return {true, false};
     return {true};
   }
-  /// Chunk `d0` of token `t`'s latent entry: from kv_c below kv_lora_rank,
+  /// The chunk at `at` of a latent entry: from kv_c below kv_lora_rank,
   /// from k_pe above (MlaBodies.cpp). A chunk never straddles the two.
-  SmallVector<Value> loadLatentChunk(Value t, Value d0);
+  SmallVector<Value> loadLatentChunk(const ChunkAddresses &at);
   /// The head and first element of chunk `c` (i64) of a token.
   std::pair<Value, Value> chunkPosition(Value c) {
     int64_t chunksPerHead = cache.getHeadDim() / plan.vectorElems;
@@ -145,7 +163,19 @@ private:
   /// Offset of element (block, head, pos, d) in a cache; `isKey` selects the
   /// key or value half of layouts that differ (vllm_vectorized).
   Value cacheOffset(const CacheStrides &s, Value block, Value head, Value pos,
-                    Value d, bool isKey);
+                    Value d, bool isKey) {
+    return cacheSlotOffset(s, block, pos, cacheChunkOffset(s, head, d, isKey));
+  }
+  /// The (head, d) terms of cacheOffset: independent of the slot.
+  Value cacheChunkOffset(const CacheStrides &s, Value head, Value d,
+                         bool isKey);
+  /// Adds the slot's (block, pos) terms to a cacheChunkOffset.
+  Value cacheSlotOffset(const CacheStrides &s, Value block, Value pos,
+                        Value chunkOffset) {
+    return add(add(mul(block, s.block), mul(pos, s.pos)), chunkOffset);
+  }
+  /// Offset of element (t, head, d0) in a source or gather output.
+  Value sourceOffset(const SourceStrides &s, Value t, Value head, Value d0);
   /// Whether a chunk's elements are contiguous in this cache.
   bool cacheChunkContiguous(bool isKey) const {
     return !(cache.getLayout() == kv::LayoutKind::VllmVectorized && !isKey);
@@ -154,13 +184,20 @@ private:
   /// Loads one chunk of a source tensor as it is: a vector for the vector
   /// variant, a list of scalars for the scalar one.
   SmallVector<Value> loadChunk(Value memref, const SourceStrides &s, Value t,
-                               Value head, Value d0);
+                               Value head, Value d0) {
+    return loadChunkAt(memref, s, sourceOffset(s, t, head, d0));
+  }
+  /// loadChunk from the chunk's first element `base` (a sourceOffset).
+  SmallVector<Value> loadChunkAt(Value memref, const SourceStrides &s,
+                                 Value base);
   /// Stores a chunk into a gather output, the inverse of loadChunk.
   void storeRowChunk(ArrayRef<Value> chunk, Value memref,
                      const SourceStrides &s, Value t, Value head, Value d0);
-  void storeChunk(ArrayRef<Value> chunk, Value memref, const CacheStrides &s,
-                  Value block, Value head, Value pos, Value d0, bool isKey);
-  /// Loads one chunk of a cache (the inverse of storeChunk).
+  /// Stores a chunk into a cache at its first element `base` (a
+  /// cacheOffset).
+  void storeChunkAt(ArrayRef<Value> chunk, Value memref, const CacheStrides &s,
+                    Value base, bool isKey);
+  /// Loads one chunk of a cache (the inverse of storeChunkAt).
   SmallVector<Value> loadCacheChunk(Value memref, const CacheStrides &s,
                                     Value block, Value head, Value pos,
                                     Value d0, bool isKey);

@@ -15,13 +15,14 @@ using namespace mlir;
 using namespace kvgen;
 using namespace kvgen::detail;
 
-SmallVector<Value> KernelBuilder::loadLatentChunk(Value t, Value d0) {
+SmallVector<Value> KernelBuilder::loadLatentChunk(const ChunkAddresses &at) {
   using P = abi::Param;
   int64_t rank = cache.getLatent().getKvLoraRank();
-  // A part is [num_tokens, size]: a source with one head.
-  auto loadPart = [&](P part, P strideToken, P strideDim, Value d) {
+  // A part is [num_tokens, size]: a source with one head. Its offset was
+  // computed before the slot (chunkAddresses).
+  auto loadPart = [&](P part, P strideToken, P strideDim, Value base) {
     SourceStrides strides{arg(strideToken), i64(0), arg(strideDim)};
-    return loadChunk(arg(part), strides, t, i64(0), d);
+    return loadChunkAt(arg(part), strides, base);
   };
   SmallVector<Type> types;
   if (plan.variant == KernelVariant::Vector)
@@ -29,17 +30,17 @@ SmallVector<Value> KernelBuilder::loadLatentChunk(Value t, Value d0) {
   else
     types.assign(plan.vectorElems, plan.sourceType);
 
-  auto inLatent =
-      scf::IfOp::create(b, types, cmp(arith::CmpIPredicate::slt, d0, i64(rank)),
-                        /*withElseRegion=*/true);
+  auto inLatent = scf::IfOp::create(
+      b, types, cmp(arith::CmpIPredicate::slt, at.d0, i64(rank)),
+      /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(inLatent.thenBlock());
     scf::YieldOp::create(
-        b, loadPart(P::KvC, P::KvCStrideToken, P::KvCStrideDim, d0));
+        b, loadPart(P::KvC, P::KvCStrideToken, P::KvCStrideDim, at.keySource));
     b.setInsertionPointToStart(inLatent.elseBlock());
-    scf::YieldOp::create(b, loadPart(P::KPe, P::KPeStrideToken, P::KPeStrideDim,
-                                     sub(d0, i64(rank))));
+    scf::YieldOp::create(
+        b, loadPart(P::KPe, P::KPeStrideToken, P::KPeStrideDim, at.peSource));
   }
   return SmallVector<Value>(inLatent.getResults());
 }

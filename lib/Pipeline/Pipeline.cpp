@@ -113,9 +113,13 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   KVExpandFP8CastsOptions fp8;
   fp8.nvvm = true;
   gpu.addPass(createKVExpandFP8Casts(fp8));
+  KVPinBeforeSlotOptions pin;
+  pin.nvvm = true;
+  gpu.addPass(createKVPinBeforeSlot(pin));
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64;
   gpu.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
+  gpu.addPass(createKVBarePointerParams());
   gpu.addPass(createKVMarkKernelNoAlias());
   gpu.addPass(LLVM::createNVVMOptimizeForTargetPass());
   gpu.addPass(createCanonicalizerPass());
@@ -125,6 +129,8 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
 
 void kvgen::buildHostPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
+  // The host has no slot latency to hide: drop the marks.
+  pm.addPass(createKVPinBeforeSlot());
   // No CPU has fp8 arithmetic: the same bytes as the GPU's cvt, in integer
   // ops.
   pm.addPass(createKVExpandFP8Casts());
@@ -140,6 +146,8 @@ void kvgen::buildHostPipeline(OpPassManager &pm) {
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  // The same parameter list as the GPU kernels: one pointer per buffer.
+  pm.addPass(createKVBarePointerParams());
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,11 +1,10 @@
 //===- Packing.h - the kernel's void *params[] ----------------------------===//
 //
-// docs/KERNEL-ABI.md, "Parameters": each buffer is MLIR's 1-D memref
-// descriptor (allocated pointer, aligned pointer, offset 0, size in elements,
-// stride 1), then the i64 scalars in order. cuLaunchKernel and the host
-// target's packed wrapper both take one pointer per parameter, so one array
-// serves both. The storage lives inside the object, on the caller's stack: the
-// launch path allocates nothing.
+// docs/KERNEL-ABI.md, "Parameters": one pointer per buffer (its first
+// element, data + byte_offset), then the i64 scalars in order. cuLaunchKernel
+// and the host target's packed wrapper both take one pointer per parameter, so
+// one array serves both. The storage lives inside the object, on the caller's
+// stack: the launch path allocates nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,14 +26,7 @@ public:
   int size() const { return count; }
 
 private:
-  struct MemRef1D {
-    void *allocated;
-    void *aligned;
-    int64_t offset;
-    int64_t size;
-    int64_t stride;
-  };
-  MemRef1D buffers[kMaxBuffers];
+  void *pointers[kMaxBuffers];
   int64_t scalars[kMaxScalars];
   void *params[kMaxParams];
   int count = 0;

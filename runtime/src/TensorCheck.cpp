@@ -257,7 +257,6 @@ Status checkTensor(const DLTensor *tensor, const TensorSpec &spec,
                         "%s: shape and strides overflow 64-bit offsets", name);
     out->extent = last + 1;
   }
-  out->allocated = static_cast<char *>(tensor->data);
   if (!tensor->data && out->extent > 0)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                       "%s: data is NULL but the tensor has elements", name);

@@ -49,8 +49,6 @@ struct TensorSpec {
 struct TensorView {
   const char *name;
   const DLTensor *tensor;
-  /// tensor->data: MLIR's "allocated pointer".
-  char *allocated;
   /// The first element: data + byte_offset (+ the V offset of a view).
   char *first;
   size_t elementBytes;

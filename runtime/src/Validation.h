@@ -24,8 +24,8 @@ namespace kvrt::impl {
 constexpr int kMaxBuffers = static_cast<int>(abi::maxBuffers());
 constexpr int kMaxScalars =
     static_cast<int>(abi::maxParams() - abi::maxBuffers());
-/// A buffer is a 1-D memref descriptor of five parameters.
-constexpr int kMaxParams = kMaxBuffers * 5 + kMaxScalars;
+/// A buffer is one pointer parameter.
+constexpr int kMaxParams = kMaxBuffers + kMaxScalars;
 constexpr int kNumParamIds =
     static_cast<int>(sizeof(abi::kParams) / sizeof(abi::kParams[0]));
 

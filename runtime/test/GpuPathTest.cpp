@@ -49,7 +49,7 @@ protected:
 };
 
 TEST_F(GpuPathTest, PrimaryContextWhenNoneIsCurrent) {
-  state->paramsToRecord = 41;
+  state->paramsToRecord = 21;
   kvrt_stream stream = reinterpret_cast<kvrt_stream>(0x5a5a);
   ASSERT_EQ(appendOn(stream), KVRT_SUCCESS) << kvrt_last_error();
   EXPECT_EQ(state->launches, 1);
@@ -71,12 +71,12 @@ TEST_F(GpuPathTest, PrimaryContextWhenNoneIsCurrent) {
   EXPECT_EQ(state->block[1], 2u);
   EXPECT_EQ(state->block[2], 1u);
   EXPECT_EQ(state->sharedBytes, 0u);
-  // The same params a host kernel gets: key's aligned pointer, num_tokens.
-  EXPECT_EQ(state->params[1],
+  // The same params a host kernel gets: key's first element, num_tokens.
+  EXPECT_EQ(state->params[0],
             static_cast<int64_t>(reinterpret_cast<uintptr_t>(qkv.data()) +
                                  kQueryHeads * kHeadDim * 2));
-  EXPECT_EQ(state->params[25], kTokens);
-  EXPECT_EQ(state->params[26], kBlocks);
+  EXPECT_EQ(state->params[5], kTokens);
+  EXPECT_EQ(state->params[6], kBlocks);
 
   // The module and the retained context are reused.
   ASSERT_EQ(appendOn(stream), KVRT_SUCCESS);
@@ -309,12 +309,12 @@ TEST_F(GpuPathTest, AutoPicksTheScalarKernelOnTheGpuToo) {
 TEST_F(GpuPathTest, SlotMappingGeometry) {
   slots = HostTensor::compact(i64(), {300});
   slots.get()->device = {kDLCUDA, 0};
-  state->paramsToRecord = 24;
+  state->paramsToRecord = 8;
   ASSERT_EQ(slotMapping(), KVRT_SUCCESS) << kvrt_last_error();
   EXPECT_EQ(state->grid[0], 2u); // ceil(300 / 256)
   EXPECT_EQ(state->block[0], 1u);
   EXPECT_EQ(state->block[1], 256u);
-  EXPECT_EQ(state->params[20], 300);
+  EXPECT_EQ(state->params[4], 300);
 }
 
 TEST_F(GpuPathTest, GridLimit) {
@@ -393,19 +393,18 @@ TEST_F(GpuPathTest, QuantizedGatherPacksScalesInAbiOrder) {
   args.value_out = valueOut.get();
   args.key_scale = keyScale.get();
   args.value_scale = valueScale.get();
-  state->paramsToRecord = 7 * 5 + 16;
+  state->paramsToRecord = 7 + 16;
   ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
       << kvrt_last_error();
   EXPECT_STREQ(state->lastFunction, "kv_gather");
   // key_cache, value_cache, slot_mapping, key_out, value_out, key_scale,
   // value_scale, then num_tokens and num_blocks.
-  EXPECT_EQ(state->params[3 * 5 + 1],
+  EXPECT_EQ(state->params[3],
             static_cast<int64_t>(reinterpret_cast<uintptr_t>(keyOut.data())));
-  EXPECT_EQ(
-      state->params[6 * 5 + 1],
-      static_cast<int64_t>(reinterpret_cast<uintptr_t>(valueScale.data())));
-  EXPECT_EQ(state->params[7 * 5], kTokens);
-  EXPECT_EQ(state->params[7 * 5 + 1], kBlocks);
+  EXPECT_EQ(state->params[6], static_cast<int64_t>(reinterpret_cast<uintptr_t>(
+                                  valueScale.data())));
+  EXPECT_EQ(state->params[7], kTokens);
+  EXPECT_EQ(state->params[8], kBlocks);
 }
 
 TEST_F(GpuPathTest, UncheckedLaunchCopiesNothing) {

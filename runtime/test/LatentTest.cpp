@@ -117,8 +117,9 @@ TEST_F(LatentTest, KOnlyAppendLaunchesWithoutV) {
   ASSERT_EQ(kvrt_append(bundle.get(), &args, nullptr), KVRT_SUCCESS)
       << kvrt_last_error();
   EXPECT_EQ(recorded().vectorCalls, 1);
-  // Three buffers of five words, then 2 sizes, 3 key and 4 cache strides.
-  EXPECT_EQ(recorded().params.size(), 3u * 5 + 9);
+  // Three buffers of one pointer each, then 2 sizes, 3 key and 4 cache
+  // strides.
+  EXPECT_EQ(recorded().params.size(), 3u + 9);
 }
 
 TEST_F(LatentTest, ValueGivenToKOnlyKernelIsRefusedByName) {
@@ -142,17 +143,20 @@ TEST_F(LatentTest, MlaAppendPacksBothParts) {
       << kvrt_last_error();
   EXPECT_EQ(recorded().vectorCalls, 1);
   const std::vector<int64_t> &p = recorded().params;
-  ASSERT_EQ(p.size(), 4u * 5 + 9);
-  // After 4 descriptors: num_tokens, num_blocks, kv_c and k_pe strides, the
+  ASSERT_EQ(p.size(), 4u + 9);
+  // kv_c and k_pe point at their first elements, both inside one row.
+  EXPECT_EQ(p[0], reinterpret_cast<intptr_t>(latent.data()));
+  EXPECT_EQ(p[1], reinterpret_cast<intptr_t>(latent.data() + kRank * 2));
+  // After 4 pointers: num_tokens, num_blocks, kv_c and k_pe strides, the
   // cache's block, pos and dim strides.
-  EXPECT_EQ(p[20], kTokens);
-  EXPECT_EQ(p[21], kBlocks);
-  EXPECT_EQ(p[22], kRank + kRope);
-  EXPECT_EQ(p[23], 1);
-  EXPECT_EQ(p[24], kRank + kRope);
-  EXPECT_EQ(p[26], kBlockSize * (kRank + kRope));
-  EXPECT_EQ(p[27], kRank + kRope);
-  EXPECT_EQ(p[28], 1);
+  EXPECT_EQ(p[4], kTokens);
+  EXPECT_EQ(p[5], kBlocks);
+  EXPECT_EQ(p[6], kRank + kRope);
+  EXPECT_EQ(p[7], 1);
+  EXPECT_EQ(p[8], kRank + kRope);
+  EXPECT_EQ(p[10], kBlockSize * (kRank + kRope));
+  EXPECT_EQ(p[11], kRank + kRope);
+  EXPECT_EQ(p[12], 1);
 }
 
 TEST_F(LatentTest, MissingKPeIsRefusedByName) {

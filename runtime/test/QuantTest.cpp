@@ -211,13 +211,12 @@ TEST_F(QuantTest, ScalesArePackedInAbiOrder) {
   ASSERT_EQ(quantAppend(), KVRT_SUCCESS) << kvrt_last_error();
   ASSERT_EQ(calls(), 1);
   // Buffers: key, value, slot_mapping, key_cache, value_cache, key_scale,
-  // value_scale; each a 5-field memref (aligned pointer second).
+  // value_scale; each one pointer.
   const std::vector<int64_t> &params = recorded().params;
-  auto aligned = [&](int buffer) { return params[buffer * 5 + 1]; };
-  EXPECT_EQ(aligned(5), reinterpret_cast<intptr_t>(keyScale.data()));
-  EXPECT_EQ(aligned(6), reinterpret_cast<intptr_t>(valueScale.data()));
-  EXPECT_EQ(params[7 * 5], kTokens) << "num_tokens after the buffers";
-  EXPECT_EQ(params[7 * 5 + 1], kBlocks);
+  EXPECT_EQ(params[5], reinterpret_cast<intptr_t>(keyScale.data()));
+  EXPECT_EQ(params[6], reinterpret_cast<intptr_t>(valueScale.data()));
+  EXPECT_EQ(params[7], kTokens) << "num_tokens after the buffers";
+  EXPECT_EQ(params[8], kBlocks);
 }
 
 TEST_F(QuantTest, Float8CodeAndUint8CachesAreAccepted) {
@@ -345,8 +344,7 @@ protected:
 
 TEST_F(DynamicQuantTest, ScaleCachesArePacked) {
   ASSERT_EQ(quantAppend(), KVRT_SUCCESS) << kvrt_last_error();
-  EXPECT_EQ(recorded().params[5 * 5 + 1],
-            reinterpret_cast<intptr_t>(keyScale.data()));
+  EXPECT_EQ(recorded().params[5], reinterpret_cast<intptr_t>(keyScale.data()));
 }
 
 TEST_F(DynamicQuantTest, MissingScaleCacheIsRefused) {
@@ -404,9 +402,8 @@ TEST_F(DynamicQuantTest, FusedAppendTakesTheScaleCaches) {
       << kvrt_last_error();
   // key, value, block_table, query_start_loc, context_lens, key_cache,
   // value_cache, key_scale_cache, value_scale_cache.
-  EXPECT_EQ(recorded().params[7 * 5 + 1],
-            reinterpret_cast<intptr_t>(keyScale.data()));
-  EXPECT_EQ(recorded().params[9 * 5], kTokens);
+  EXPECT_EQ(recorded().params[7], reinterpret_cast<intptr_t>(keyScale.data()));
+  EXPECT_EQ(recorded().params[9], kTokens);
 }
 
 //===----------------------------------------------------------------------===//
@@ -419,11 +416,11 @@ TEST_F(QuantTest, GatherRuns) {
   // key_cache, value_cache, slot_mapping, key_out, value_out, key_scale,
   // value_scale; then num_tokens, num_blocks, the output strides.
   const std::vector<int64_t> &params = recorded().params;
-  EXPECT_EQ(params[3 * 5 + 1], reinterpret_cast<intptr_t>(keyOut.data()));
-  EXPECT_EQ(params[5 * 5 + 1], reinterpret_cast<intptr_t>(keyScale.data()));
-  EXPECT_EQ(params[7 * 5], kTokens);
-  EXPECT_EQ(params[7 * 5 + 1], kBlocks);
-  EXPECT_EQ(params[7 * 5 + 2], kHeads * kHeadDim) << "key_out_stride_token";
+  EXPECT_EQ(params[3], reinterpret_cast<intptr_t>(keyOut.data()));
+  EXPECT_EQ(params[5], reinterpret_cast<intptr_t>(keyScale.data()));
+  EXPECT_EQ(params[7], kTokens);
+  EXPECT_EQ(params[8], kBlocks);
+  EXPECT_EQ(params[9], kHeads * kHeadDim) << "key_out_stride_token";
 }
 
 TEST_F(QuantTest, GatherOutputOfTheWrongDTypeIsRefused) {

@@ -20,41 +20,32 @@ template <int Count, bool Vector> static void recorder(void **params) {
 }
 
 template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
-  // Every count a kind has (docs/KERNEL-ABI.md): five per buffer plus the
+  // Every count a kind has (docs/KERNEL-ABI.md): one per buffer plus the
   // scalars, unquantized and with two scale buffers.
   switch (count) {
-  case 4 * 5 + 4: // slot_mapping; K-only append (3 * 5 + 9)
-    return recorder<4 * 5 + 4, Vector>;
-  case 5 * 5 + 16: // append, gather
-    return recorder<5 * 5 + 16, Vector>;
-  case 7 * 5 + 16: // quantized append, gather
-    return recorder<7 * 5 + 16, Vector>;
-  case 7 * 5 + 19: // fused_append
-    return recorder<7 * 5 + 19, Vector>;
-  case 9 * 5 + 19: // quantized fused_append
-    return recorder<9 * 5 + 19, Vector>;
-  case 4 * 5 + 9: // quantized K-only append; mla_append
-    return recorder<4 * 5 + 9, Vector>;
-  case 5 * 5 + 9: // quantized mla_append
-    return recorder<5 * 5 + 9, Vector>;
+  case 4 + 4: // slot_mapping
+    return recorder<4 + 4, Vector>;
+  case 3 + 9: // K-only append
+    return recorder<3 + 9, Vector>;
+  case 5 + 16: // append, gather
+    return recorder<5 + 16, Vector>;
+  case 7 + 16: // quantized append, gather
+    return recorder<7 + 16, Vector>;
+  case 7 + 19: // fused_append
+    return recorder<7 + 19, Vector>;
+  case 9 + 19: // quantized fused_append
+    return recorder<9 + 19, Vector>;
+  case 4 + 9: // quantized K-only append; mla_append
+    return recorder<4 + 9, Vector>;
+  case 5 + 9: // quantized mla_append
+    return recorder<5 + 9, Vector>;
   }
   return nullptr;
 }
 
-/// Five parameters per buffer, one per scalar, from the manifest's list.
+/// One parameter per buffer and per scalar: the manifest's list.
 static int parameterCount(const json &params) {
-  static const char *const kScalarPrefixes[] = {"num_", "max_",
-                                                "block_table_"
-                                                "stride"};
-  int count = 0;
-  for (const json &param : params) {
-    std::string name = param.get<std::string>();
-    bool scalar = name.find("_stride_") != std::string::npos;
-    for (const char *prefix : kScalarPrefixes)
-      scalar |= name.rfind(prefix, 0) == 0;
-    count += scalar ? 1 : 5;
-  }
-  return count;
+  return static_cast<int>(params.size());
 }
 
 void registerRecorders(kvrt_bundle *bundle, bool vector, bool scalar) {

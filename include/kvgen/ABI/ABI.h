@@ -18,8 +18,12 @@
 namespace kvgen::abi {
 
 /// The bundle format version this vocabulary describes. Version 2 added
-/// quantization (cache.quant, scale parameters) and the gather kind.
-inline constexpr int kBundleVersion = 2;
+/// quantization (cache.quant, scale parameters) and the gather kind; version
+/// 3 passes each buffer as one pointer instead of a five-parameter memref
+/// descriptor. The manifest lists the same names, but a version 2 kernel
+/// launched with version 3 parameters would read its pointers from the
+/// wrong slots, so kvrt refuses the old version instead of guessing.
+inline constexpr int kBundleVersion = 3;
 
 enum class Layout {
 #define KVGEN_ABI_LAYOUT(Id, Name) Id,

@@ -72,6 +72,10 @@ std::vector<KernelPlan> planKernels(mlir::Operation *op);
 /// through the loop nest to the GPU mapping.
 inline constexpr llvm::StringLiteral kLaunchAttrName = "kv.launch";
 
+/// Marks an i64 address computation that kv-to-loops placed before the slot
+/// load on purpose (it needs no slot); kv-pin-before-slot keeps it there.
+inline constexpr llvm::StringLiteral kBeforeSlotAttrName = "kv.before_slot";
+
 } // namespace kvgen
 
 #endif // KVGEN_CONVERSION_KERNELPLAN_H

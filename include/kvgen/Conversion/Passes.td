@@ -49,16 +49,50 @@ def KVLoopsToGPU : Pass<"kv-loops-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def KVBarePointerParams : Pass<"kv-bare-pointer-params"> {
+  let summary = "Pass each buffer of a kv kernel as one pointer";
+  let description = [{
+    Runs on the LLVM dialect, after the memref lowering (convert-gpu-to-nvvm
+    or convert-func-to-llvm): in every `llvm.func` carrying `kv.launch`,
+    each expanded 1-D memref descriptor (allocated pointer, aligned pointer,
+    offset, size, stride) becomes one pointer to the buffer's first element;
+    the offset and stride become the constants 0 and 1 that the kernel ABI
+    fixes, the size (never read) poison. The scalars keep their order. Both
+    targets run it, so one `void *params[]` still serves the GPU kernel and
+    the host's packed wrapper (docs/KERNEL-ABI.md, "Parameters"). A pointer
+    parameter that does not start a descriptor is an error.
+  }];
+}
+
+def KVPinBeforeSlot : Pass<"kv-pin-before-slot"> {
+  let summary = "Keep the slot-independent address math before the slot load";
+  let description = [{
+    kv-to-loops computes the addresses of a chunk that do not depend on its
+    slot (source offsets, the head and dim terms of the cache offsets)
+    before the slot is loaded, marking each result `kv.before_slot`, so that
+    the math runs while the load is in flight and only the block and
+    position terms follow the slot check. LLVM would sink that math into the
+    branch that uses it; with `nvvm=true` each marked value goes through an
+    opaque `mov.b64` (a side-effecting inline asm, free once ptxas has
+    allocated registers) that LLVM must leave where it is. Either way the
+    marks are removed.
+  }];
+  let options = [
+    Option<"nvvm", "nvvm", "bool", /*default=*/"false",
+           "Pin the marked values with PTX inline asm (else only unmark)">
+  ];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def KVMarkKernelNoAlias : Pass<"kv-mark-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
   let summary = "Mark the buffer pointers of kv kernels noalias";
   let description = [{
-    Runs on the LLVM dialect, after convert-gpu-to-nvvm: every pointer
-    parameter of a kv kernel (the allocated and aligned pointers of each
-    memref descriptor) gets `llvm.noalias`. kvrt refuses a launch in which a
+    Runs on the LLVM dialect, after kv-bare-pointer-params: every pointer
+    parameter of a kv kernel (one per buffer) gets `llvm.noalias`. kvrt refuses a launch in which a
     written buffer overlaps any other buffer, so the promise holds, and it
     lets LLVM keep K and V loads ahead of the cache stores and read the
     inputs through the non-coherent cache (`ld.global.nc`). The memref
-    lowering cannot carry the attribute through a descriptor itself.
+    lowering cannot carry the attribute from the memref to the pointer.
   }];
 }
 

@@ -4,7 +4,8 @@
 // (paged_nhd, block 16, 8 KV heads, head_dim 128, bf16 -> bf16), compiled by
 // nvcc into a bundle, so that kvrt's GPU path (module loading, packing,
 // geometry, variants) is tested on a GPU without kvgen. Parameter lists match
-// the manifest's `params` exactly: five per buffer, then the i64 scalars.
+// the manifest's `params` exactly: one pointer per buffer, then the i64
+// scalars.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,10 +18,8 @@ constexpr int64_t kHeadDim = 128;
 constexpr int64_t kVectorElems = 8; // 16 bytes of bf16
 } // namespace
 
-// One 1-D memref descriptor: allocated, aligned, offset, size, stride.
-#define KVRT_BUFFER(type, name)                                                \
-  type *name##Allocated, type *name, int64_t name##Offset, int64_t name##Size, \
-      int64_t name##Stride
+// One buffer: a pointer to its first element.
+#define KVRT_BUFFER(type, name) type *name
 
 #define KVRT_STRIDES                                                           \
   int64_t kT, int64_t kH, int64_t kD, int64_t vT, int64_t vH, int64_t vD,      \

@@ -11,6 +11,11 @@
 // CHECK-SAME: %[[NBLOCKS:[^:]*]]: i64 {kv.name = "num_blocks"}
 // CHECK-SAME: attributes {kv.launch = #kv.launch<threads_x = 128, tokens_per_block = 1, chunks_per_token = 128>}
 // CHECK: scf.parallel (%[[T:.*]], %[[C:.*]]) = (%c0, %c0) to (%{{.*}}, %c128)
+// The slot-independent offsets (K's, V's, and the head and dim terms of
+// both caches) come first, marked for kv-pin-before-slot.
+// CHECK-NOT: vector.load
+// CHECK: %[[KOFF:.*]] = arith.addi %{{.*}}, %{{.*}} {kv.before_slot} : i64
+// CHECK-COUNT-3: {kv.before_slot}
 // CHECK-NOT: vector.load
 // CHECK: %[[SLOT:.*]] = memref.load %[[SLOTS]][%{{.*}}] {alignment = 8 : i64}
 // Block size 16: divide and modulo are a shift and a mask.
@@ -19,7 +24,8 @@
 // CHECK-DAG: arith.cmpi ult, %[[BLOCK]], %[[NBLOCKS]]
 // CHECK-DAG: arith.cmpi sge, %[[SLOT]], %c0_i64
 // CHECK: scf.if
-// CHECK: vector.load %[[KEY]][%{{.*}}] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// CHECK: %[[KIDX:.*]] = arith.index_cast %[[KOFF]] : i64 to index
+// CHECK: vector.load %[[KEY]][%[[KIDX]]] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
 // CHECK: vector.load
 // CHECK: vector.store %{{.*}}, %[[KCACHE]][%{{.*}}] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
 // CHECK: vector.store

@@ -12,14 +12,21 @@
 // CHECK-NOT: value
 // CHECK-SAME: {kv.name = "key_cache_stride_dim"})
 // CHECK-SAME: chunks_per_token = 72
+// The chunk's offsets in both parts come before the slot is loaded.
+// CHECK: %[[KVC:[0-9]+]] = arith.addi {{.*}} {kv.before_slot} : i64
+// CHECK: %[[D:[0-9a-z_]+]] = arith.constant 512 : i64
+// CHECK: arith.subi %{{.*}}, %[[D]] : i64
+// CHECK: %[[KPE:[0-9]+]] = arith.addi {{.*}} {kv.before_slot} : i64
+// CHECK: memref.load %arg2
 // CHECK: scf.if
 // CHECK: %[[RANK:.*]] = arith.constant 512 : i64
 // CHECK: %[[IN:.*]] = arith.cmpi slt, %{{.*}}, %[[RANK]] : i64
 // CHECK: scf.if %[[IN]] -> (vector<8xbf16>)
-// CHECK: vector.load %arg0
+// CHECK: %[[AT_KVC:.*]] = arith.index_cast %[[KVC]]
+// CHECK: vector.load %arg0[%[[AT_KVC]]]
 // CHECK: } else {
-// CHECK: arith.subi %{{.*}}, %{{.*}} : i64
-// CHECK: vector.load %arg1
+// CHECK: %[[AT_KPE:.*]] = arith.index_cast %[[KPE]]
+// CHECK: vector.load %arg1[%[[AT_KPE]]]
 // CHECK: vector.store %{{.*}}, %arg3
 kv.mla_append @mla : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 1, head_dim = 576, dtype = bf16,

@@ -19,11 +19,12 @@ kv.append @fp8_tensor : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>> from bf16
 
-// Per block: the scale of the slot's block and the chunk's head.
+// Per block: the scale of the slot's block and the chunk's head (known
+// before the slot, like the rest of the chunk's slot-independent math).
 // CHECK-LABEL: func.func @e5m2_block(
+// CHECK: %[[HEAD:.*]] = arith.shrui
 // CHECK: %[[BLK:.*]] = arith.shrui %{{.*}}, %c5_i64
 // CHECK: scf.if
-// CHECK: %[[HEAD:.*]] = arith.shrui
 // CHECK: %[[ROW:.*]] = arith.muli %[[BLK]], %c4_i64
 // CHECK: %[[IDX:.*]] = arith.addi %[[ROW]], %[[HEAD]]
 // CHECK: %[[IX:.*]] = arith.index_cast %[[IDX]]
