@@ -1,4 +1,5 @@
-//===- Limits.h - the largest caches a generated kernel supports -*- C++ -*-===//
+//===- Limits.h - the largest caches a generated kernel supports -*- C++
+//-*-===//
 //
 // The limits of docs/CONTRACT.md as constants (kMaxBlockSize, kMaxHeadDim,
 // ...), from the one table in Limits.def: the dialect's verifier refuses a
