@@ -1,5 +1,4 @@
-//===- Limits.h - the largest caches a generated kernel supports -*- C++
-//-*-===//
+//===- Limits.h - the largest caches a kernel supports ----------*- C++ -*-===//
 //
 // The limits of docs/CONTRACT.md as constants (kMaxBlockSize, kMaxHeadDim,
 // ...), from the one table in Limits.def: the dialect's verifier refuses a
