@@ -47,17 +47,22 @@ void HostMemoryBackend::deallocateFenced(void *pointer) {
   fenced.erase(it);
 }
 
+// An empty copy may come with null pointers (the data() of an empty vector),
+// which memcpy and memset must not be given even for zero bytes.
 bool HostMemoryBackend::copyToDevice(void *dst, const void *src, size_t bytes) {
-  std::memcpy(dst, src, bytes);
+  if (bytes)
+    std::memcpy(dst, src, bytes);
   return true;
 }
 
 bool HostMemoryBackend::copyToHost(void *dst, const void *src, size_t bytes) {
-  std::memcpy(dst, src, bytes);
+  if (bytes)
+    std::memcpy(dst, src, bytes);
   return true;
 }
 
 bool HostMemoryBackend::fill(void *dst, unsigned char byte, size_t bytes) {
-  std::memset(dst, byte, bytes);
+  if (bytes)
+    std::memset(dst, byte, bytes);
   return true;
 }
