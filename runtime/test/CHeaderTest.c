@@ -10,8 +10,9 @@ int kvrtCHeaderLoads(const char *json, size_t size) {
   kvrt_status status = kvrt_bundle_load_memory(json, size, &bundle);
   int kernels = status == KVRT_SUCCESS ? (int)kvrt_bundle_num_kernels(bundle)
                                        : -(int)status;
-  kvrt_append_args args = {NULL, NULL, NULL, NULL, NULL, NULL,
-                           KVRT_VARIANT_AUTO, NULL, NULL, NULL, NULL};
+  kvrt_append_args args = {
+      NULL, NULL, NULL, NULL, NULL, NULL, KVRT_VARIANT_AUTO,
+      NULL, NULL, NULL, NULL};
   (void)args;
   kvrt_bundle_destroy(bundle);
   return kernels;
