@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvgen/Pipeline/Bundle.h"
 #include "kvgen/Pipeline/Description.h"
 #include "kvgen/Pipeline/Pipeline.h"
 

@@ -16,6 +16,8 @@
 #include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/ADT/BitVector.h"
 

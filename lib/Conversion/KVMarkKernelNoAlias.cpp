@@ -3,6 +3,7 @@
 #include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 namespace kvgen {

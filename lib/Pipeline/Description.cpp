@@ -7,6 +7,7 @@
 #include "mlir/Parser/Parser.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 
 using namespace mlir;
@@ -99,4 +100,27 @@ OwningOpRef<ModuleOp> kvgen::parseDescription(llvm::SourceMgr &sourceMgr,
   if (!module || failed(verifyDescription(*module)))
     return nullptr;
   return module;
+}
+
+StringRef kvgen::getDefaultDescription() {
+  return R"mlir(// kvgen's default: a Llama-3-8B-like cache.
+module {
+  kv.append @kv_append : !kv.cache<layout = paged_nhd, block_size = 16,
+      num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
+  kv.slot_mapping @kv_slot_mapping : !kv.cache<layout = paged_nhd,
+      block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16>
+  kv.fused_append @kv_fused_append : !kv.cache<layout = paged_nhd,
+      block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
+}
+)mlir";
+}
+
+OwningOpRef<ModuleOp> kvgen::parseDescription(StringRef text,
+                                              MLIRContext *context) {
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBuffer(text, "<description>",
+                                       /*RequiresNullTerminator=*/false),
+      llvm::SMLoc());
+  return parseDescription(sourceMgr, context);
 }

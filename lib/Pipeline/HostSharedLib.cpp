@@ -9,6 +9,7 @@
 
 #include "kvgen/Pipeline/HostSharedLib.h"
 #include "kvgen/ABI/ABI.h"
+#include "kvgen/Pipeline/Bundle.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

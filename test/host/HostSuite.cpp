@@ -25,6 +25,8 @@
 #include "conformance/Description.h"
 #include "conformance/HostMemory.h"
 
+#include "kvgen/Pipeline/Description.h"
+#include "kvgen/Pipeline/HostJIT.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/IR/Diagnostics.h"

@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvgen/Pipeline/Bundle.h"
+#include "kvgen/Pipeline/Description.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/IR/MLIRContext.h"

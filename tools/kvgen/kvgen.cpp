@@ -15,8 +15,10 @@
 #include "Options.h"
 
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Pipeline/Bundle.h"
 #include "kvgen/Pipeline/Description.h"
 #include "kvgen/Pipeline/HostSharedLib.h"
+#include "kvgen/Pipeline/PTX.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/IR/AsmState.h"

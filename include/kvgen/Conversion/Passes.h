@@ -1,16 +1,14 @@
 //===- Passes.h - kvgen lowering passes -------------------------*- C++ -*-===//
+//
+// The declarations of kvgen's passes (Passes.td) and their registration. The
+// header names no dialect: each pass includes the dialects it works on, so a
+// pass over the loop nest does not compile the GPU and LLVM dialects' headers.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef KVGEN_CONVERSION_PASSES_H
 #define KVGEN_CONVERSION_PASSES_H
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace kvgen {

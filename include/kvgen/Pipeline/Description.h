@@ -51,6 +51,14 @@ mlir::LogicalResult verifyDescription(mlir::ModuleOp module);
 mlir::OwningOpRef<mlir::ModuleOp> parseDescription(llvm::SourceMgr &sourceMgr,
                                                    mlir::MLIRContext *context);
 
+/// parseDescription on kv IR text (named "<description>" in diagnostics).
+mlir::OwningOpRef<mlir::ModuleOp> parseDescription(llvm::StringRef text,
+                                                   mlir::MLIRContext *context);
+
+/// The Llama-3-8B-like default: paged NHD, block 16, 8 KV heads, head_dim
+/// 128, bf16; an append, a slot-mapping builder and a fused append.
+llvm::StringRef getDefaultDescription();
+
 /// Whether `chip` names a GPU that the NVPTX back end (and so ptxas) knows:
 /// sm_XX, sm_XXa or sm_XXf. `known`, if given, receives the list.
 bool isKnownChip(llvm::StringRef chip, std::string *known = nullptr);
