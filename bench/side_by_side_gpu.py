@@ -14,45 +14,12 @@ import time
 import torch
 
 import side_by_side as sbs
+from kvgen import capi
 
 # ----------------------------------------------------------------------------
-# kvrt's C API (runtime/include/kvrt/kvrt.h) and DLPack, through ctypes
+# kvrt's C API (runtime/include/kvrt/kvrt.h) through ctypes, with the structs
+# of the Python package (kvgen.capi; run with PYTHONPATH=python)
 # ----------------------------------------------------------------------------
-
-KDL_CUDA = 2
-KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
-KVRT_VARIANT_VECTOR = 1
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice),
-                ("ndim", ctypes.c_int32), ("dtype", DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-_T = ctypes.POINTER(DLTensor)
-
-
-class AppendArgs(ctypes.Structure):
-    # The scale fields come last, as kvrt's ABI adds them; a kvrt without
-    # them reads only the first seven fields, so passing them is safe.
-    _fields_ = [("kernel", ctypes.c_char_p), ("key", _T), ("value", _T),
-                ("slot_mapping", _T), ("key_cache", _T), ("value_cache", _T),
-                ("variant", ctypes.c_int), ("key_scale", _T),
-                ("value_scale", _T), ("key_scale_cache", _T),
-                ("value_scale_cache", _T)]
-
 
 class Kvrt:
     """The few kvrt calls the comparison makes."""
@@ -69,7 +36,7 @@ class Kvrt:
         lib.kvrt_bundle_kernel_name.argtypes = [ctypes.c_void_p,
                                                 ctypes.c_size_t]
         lib.kvrt_append.argtypes = [ctypes.c_void_p,
-                                    ctypes.POINTER(AppendArgs),
+                                    ctypes.POINTER(capi.AppendArgs),
                                     ctypes.c_void_p]
         lib.kvrt_bundle_destroy.argtypes = [ctypes.c_void_p]
         self.has_manifest = hasattr(lib, "kvrt_bundle_kernel_manifest")
@@ -103,12 +70,13 @@ class Kvrt:
 
 
 def dl_dtype(torch_dtype):
-    return {torch.bfloat16: DLDataType(KDL_BFLOAT, 16, 1),
-            torch.float16: DLDataType(KDL_FLOAT, 16, 1),
-            torch.float32: DLDataType(KDL_FLOAT, 32, 1),
-            torch.int64: DLDataType(KDL_INT, 64, 1),
+    """DLPack's (code, bits) of a torch dtype, as kvrt takes it."""
+    return {torch.bfloat16: (capi.BFLOAT, 16),
+            torch.float16: (capi.FLOAT, 16),
+            torch.float32: (capi.FLOAT, 32),
+            torch.int64: (capi.INT, 64),
             # fp8 caches go to kvrt as uint8, one of the forms it accepts.
-            torch.float8_e4m3fn: DLDataType(KDL_UINT, 8, 1)}[torch_dtype]
+            torch.float8_e4m3fn: (capi.UINT, 8)}[torch_dtype]
 
 
 class Tensors:
@@ -118,15 +86,9 @@ class Tensors:
         self.keep = []
 
     def __call__(self, t):
-        shape = (ctypes.c_int64 * t.dim())(*t.shape)
-        strides = (ctypes.c_int64 * t.dim())(*t.stride())
-        as_pointer = ctypes.POINTER(ctypes.c_int64)
-        d = DLTensor(ctypes.c_void_p(t.data_ptr()),
-                     DLDevice(KDL_CUDA, t.device.index or 0), t.dim(),
-                     dl_dtype(t.dtype), ctypes.cast(shape, as_pointer),
-                     ctypes.cast(strides, as_pointer), 0)
-        self.keep.append((shape, strides, d))
-        return ctypes.pointer(d)
+        d = capi.torch_tensor(t, *dl_dtype(t.dtype))
+        self.keep.append(d)
+        return d.ref()
 
 
 # ----------------------------------------------------------------------------
@@ -282,8 +244,8 @@ def kvgen_launcher(kvrt, bundle, name, setup, sets, stream):
     scale = tensors(setup.scale) if setup.scale is not None else None
     args = []
     for k, v, s in sets:
-        a = AppendArgs(name.encode(), tensors(k), tensors(v), tensors(s),
-                       key_cache, value_cache, KVRT_VARIANT_VECTOR)
+        a = capi.AppendArgs(name.encode(), tensors(k), tensors(v), tensors(s),
+                            key_cache, value_cache, capi.VARIANT_VECTOR)
         if scale is not None:
             a.key_scale = scale
             a.value_scale = scale

@@ -203,7 +203,9 @@ run_side_by_side() {
   echo "== side_by_side (limit ${limit}s): ${args[*]}"
   local t0
   t0=$(date +%s)
-  timeout -k 10 "$limit" python3 bench/side_by_side.py "${args[@]}" $quick \
+  # side_by_side_gpu.py takes kvrt's ctypes structs from the Python package.
+  PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" \
+    timeout -k 10 "$limit" python3 bench/side_by_side.py "${args[@]}" $quick \
     --kvrt-lib "$(find "$build/lib" -maxdepth 1 -type f -name 'libkvrt.so*' | head -n 1)" \
     > "$out/side_by_side.log" 2>&1
   local rc=$?

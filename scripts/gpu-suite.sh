@@ -165,7 +165,9 @@ if [[ $suite_rc -ne 77 ]]; then
   if ! command -v "$python" >/dev/null; then
     note SKIP "torch fp8 bit-exactness: no $python"
   else
-    run_step "torch fp8" "$logs/torch-fp8.log" 300 \
+    # The test takes kvrt's ctypes structs from the Python package.
+    PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)/python${PYTHONPATH:+:$PYTHONPATH}" \
+      run_step "torch fp8" "$logs/torch-fp8.log" 300 \
       "$python" "$torch_test" --libkvrt "$libkvrt" --bundle "$bundle"
     # No torch there is noted, not a failure, and not "no device".
     [[ $? -eq 77 ]] && skipped=0

@@ -5,7 +5,8 @@
         --bundle build/bin/conformance-matrix.bundle.json \\
         [--kernel gpu_append_paged_nhd_fp8_e4m3] [--seed N]
 
-Loads the bundle with libkvrt through ctypes (kvrt's C API, no binding),
+Loads the bundle with libkvrt through ctypes (kvrt's C API, with the
+package's ctypes structs: run it with PYTHONPATH=python),
 appends random bf16 K/V into an fp8 e4m3 per-tensor static cache (paged NHD)
 on the GPU, and compares every cache byte with what PyTorch computes:
 
@@ -27,57 +28,10 @@ import ctypes
 import json
 import sys
 
+# kvrt's and DLPack's C structs, from the Python package (PYTHONPATH=python).
+from kvgen import capi
+
 SKIP = 77
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice),
-                ("ndim", ctypes.c_int32), ("dtype", DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-TENSOR = ctypes.POINTER(DLTensor)
-
-
-class AppendArgs(ctypes.Structure):
-    # kvrt_append_args, runtime/include/kvrt/kvrt.h
-    _fields_ = [("kernel", ctypes.c_char_p), ("key", TENSOR), ("value", TENSOR),
-                ("slot_mapping", TENSOR), ("key_cache", TENSOR),
-                ("value_cache", TENSOR), ("variant", ctypes.c_int),
-                ("key_scale", TENSOR), ("value_scale", TENSOR),
-                ("key_scale_cache", TENSOR), ("value_scale_cache", TENSOR)]
-
-
-KDL_CUDA = 2
-KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
-KDL_FLOAT8_E4M3FN = 10
-
-
-class Tensor:
-    """A DLTensor over a torch tensor, keeping its shape arrays alive."""
-
-    def __init__(self, t, code, bits):
-        self.t = t
-        self.shape = (ctypes.c_int64 * t.dim())(*t.shape)
-        self.strides = (ctypes.c_int64 * t.dim())(*t.stride())
-        self.dl = DLTensor(ctypes.c_void_p(t.data_ptr()),
-                           DLDevice(KDL_CUDA, t.device.index or 0), t.dim(),
-                           DLDataType(code, bits, 1), self.shape, self.strides,
-                           0)
-
-    def ref(self):
-        return ctypes.pointer(self.dl)
 
 
 def load_kvrt(path):
@@ -91,7 +45,8 @@ def load_kvrt(path):
     lib.kvrt_bundle_kernel_manifest.argtypes = [ctypes.c_void_p,
                                                 ctypes.c_size_t]
     lib.kvrt_bundle_kernel_manifest.restype = ctypes.c_char_p
-    lib.kvrt_append.argtypes = [ctypes.c_void_p, ctypes.POINTER(AppendArgs),
+    lib.kvrt_append.argtypes = [ctypes.c_void_p,
+                                ctypes.POINTER(capi.AppendArgs),
                                 ctypes.c_void_p]
     return lib
 
@@ -150,16 +105,18 @@ def check(torch, lib, bundle, entry, scale, as_float8, gen):
     key_scale = torch.tensor([scale], dtype=torch.float32, device=dev)
     value_scale = torch.tensor([scale], dtype=torch.float32, device=dev)
 
-    cache_code = KDL_FLOAT8_E4M3FN if as_float8 else KDL_UINT
-    t_key, t_value = Tensor(key, KDL_BFLOAT, 16), Tensor(value, KDL_BFLOAT, 16)
-    t_slots = Tensor(slots, KDL_INT, 64)
-    t_kc = Tensor(key_cache, cache_code, 8)
-    t_vc = Tensor(value_cache, cache_code, 8)
-    t_ks = Tensor(key_scale, KDL_FLOAT, 32)
-    t_vs = Tensor(value_scale, KDL_FLOAT, 32)
-    args = AppendArgs(entry["name"].encode(), t_key.ref(), t_value.ref(),
-                      t_slots.ref(), t_kc.ref(), t_vc.ref(), 0, t_ks.ref(),
-                      t_vs.ref(), None, None)
+    cache_code = capi.FLOAT8_E4M3FN if as_float8 else capi.UINT
+    t_key = capi.torch_tensor(key, capi.BFLOAT, 16)
+    t_value = capi.torch_tensor(value, capi.BFLOAT, 16)
+    t_slots = capi.torch_tensor(slots, capi.INT, 64)
+    t_kc = capi.torch_tensor(key_cache, cache_code, 8)
+    t_vc = capi.torch_tensor(value_cache, cache_code, 8)
+    t_ks = capi.torch_tensor(key_scale, capi.FLOAT, 32)
+    t_vs = capi.torch_tensor(value_scale, capi.FLOAT, 32)
+    args = capi.AppendArgs(entry["name"].encode(), t_key.ref(), t_value.ref(),
+                           t_slots.ref(), t_kc.ref(), t_vc.ref(),
+                           capi.VARIANT_AUTO, t_ks.ref(),
+                           t_vs.ref(), None, None)
     stream = torch.cuda.current_stream().cuda_stream
     status = lib.kvrt_append(bundle, ctypes.byref(args),
                              ctypes.c_void_p(stream))
