@@ -16,9 +16,8 @@
 #include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/BitVector.h"
 
 namespace kvgen {
@@ -94,6 +93,19 @@ namespace {
 struct KVBarePointerParamsPass
     : public kvgen::impl::KVBarePointerParamsBase<KVBarePointerParamsPass> {
   void runOnOperation() override {
+    // A kv kernel not yet lowered would keep its memref parameters and
+    // silently miss the ABI's one pointer per buffer.
+    WalkResult unlowered = getOperation()->walk([](FunctionOpInterface func) {
+      if (isa<LLVM::LLVMFuncOp>(func) || !func->hasAttr(kvgen::kLaunchAttrName))
+        return WalkResult::advance();
+      func->emitError() << "kv-bare-pointer-params runs on kv kernels "
+                           "lowered to llvm.func (after convert-func-to-"
+                           "llvm or convert-gpu-to-nvvm), got '"
+                        << func->getName() << "'";
+      return WalkResult::interrupt();
+    });
+    if (unlowered.wasInterrupted())
+      return signalPassFailure();
     WalkResult result = getOperation()->walk([](LLVM::LLVMFuncOp func) {
       // Only kernels that kv-to-loops made: kvrt packs their parameters.
       if (!func->hasAttr(kvgen::kLaunchAttrName) || func.isExternal())

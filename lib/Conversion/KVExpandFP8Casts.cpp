@@ -200,6 +200,18 @@ struct KVExpandFP8CastsPass
       Value in = op->getOperand(0);
       Type inElt = getElementTypeOrSelf(in.getType());
       Type outElt = getElementTypeOrSelf(op->getResult(0).getType());
+      if (!getFormat(inElt) && !getFormat(outElt))
+        continue;
+      // The expansions build scalars or 1-d vectors (and cvt's pairs split
+      // a 1-d vector); anything else would come out as broken IR.
+      auto vector = dyn_cast<VectorType>(in.getType());
+      if (!in.getType().isIntOrFloat() &&
+          !(vector && vector.getRank() == 1 && !vector.isScalable())) {
+        op->emitOpError("kvgen expands fp8 casts of scalars and fixed 1-d "
+                        "vectors only, got ")
+            << in.getType();
+        return signalPassFailure();
+      }
       ImplicitLocOpBuilder b(op->getLoc(), op);
       Value result;
       if (isa<arith::TruncFOp>(op)) {

@@ -17,6 +17,17 @@ namespace {
 struct KVMarkKernelNoAliasPass
     : public kvgen::impl::KVMarkKernelNoAliasBase<KVMarkKernelNoAliasPass> {
   void runOnOperation() override {
+    // A gpu.func kernel not yet lowered has memrefs, not pointers: marking
+    // nothing would silently lose the promise.
+    WalkResult unlowered = getOperation().walk([](gpu::GPUFuncOp func) {
+      if (!func->hasAttr(kvgen::kLaunchAttrName))
+        return WalkResult::advance();
+      func.emitError("kv-mark-kernel-noalias runs on kv kernels lowered to "
+                     "llvm.func (after convert-gpu-to-nvvm)");
+      return WalkResult::interrupt();
+    });
+    if (unlowered.wasInterrupted())
+      return signalPassFailure();
     getOperation().walk([](LLVM::LLVMFuncOp func) {
       // Only kernels that kv-to-loops made: their buffers are kvrt-checked.
       if (!func->hasAttr(kvgen::kLaunchAttrName))

@@ -34,9 +34,16 @@ struct KVPinBeforeSlotPass
     });
     for (Operation *op : marked) {
       op->removeAttr(kvgen::kBeforeSlotAttrName);
-      if (!nvvm || op->getNumResults() != 1 ||
-          !op->getResult(0).getType().isInteger(64))
+      if (!nvvm)
         continue;
+      // kv-to-loops marks 64-bit address terms; a mark on anything else
+      // would silently go unpinned.
+      if (op->getNumResults() != 1 ||
+          !op->getResult(0).getType().isInteger(64)) {
+        op->emitOpError("is marked kv.before_slot, but only an op with one "
+                        "i64 result can be pinned");
+        return signalPassFailure();
+      }
       Value value = op->getResult(0);
       OpBuilder b(op->getContext());
       b.setInsertionPointAfter(op);

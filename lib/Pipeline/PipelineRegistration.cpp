@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvgen/Pipeline/Description.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -38,16 +39,33 @@ void kvgen::registerKVGenPipelines() {
                                buildLoopsPipeline(pm);
                                buildGPUMappingPipeline(pm);
                              });
-  PassPipelineRegistration<NVVMPipelineOptions>(
+  // Registered by hand, not through PassPipelineRegistration, to refuse a
+  // chip the NVPTX back end does not know (as kvgen --chip does) instead of
+  // attaching a target nothing can load.
+  registerPassPipeline(
       "kv-lower-to-nvvm",
       "kv ops to GPU kernels in the NVVM and LLVM dialects, ready for PTX",
-      [](OpPassManager &pm, const NVVMPipelineOptions &options) {
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        NVVMPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        std::string known;
+        if (!isKnownChip(options.chip, &known))
+          return errorHandler("kv-lower-to-nvvm: chip=" + options.chip +
+                              " is not a chip kvgen generates for; expected "
+                              "one of " +
+                              known);
         GPUTargetOptions target;
         target.chip = options.chip;
         target.features = options.features;
         buildLoopsPipeline(pm);
         buildGPUMappingPipeline(pm);
         buildNVVMPipeline(pm, target);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optionHandler) {
+        optionHandler(NVVMPipelineOptions());
       });
   PassPipelineRegistration<>(
       "kv-lower-to-host",

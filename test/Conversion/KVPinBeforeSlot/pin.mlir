@@ -1,0 +1,26 @@
+// RUN: kvgen-opt %s -kv-pin-before-slot=nvvm=true | FileCheck %s --check-prefix=NVVM
+// RUN: kvgen-opt %s -kv-pin-before-slot | FileCheck %s --check-prefix=HOST
+
+// kv-pin-before-slot on a hand-written kernel: with nvvm=true each value
+// marked kv.before_slot goes through an opaque mov.b64 that its later uses
+// read; without, the marks are only removed. Either way no mark remains.
+
+// NVVM-LABEL: func.func @chunk(
+// NVVM: %[[A:.*]] = arith.addi %arg0, %arg1 : i64
+// NVVM-NEXT: %[[P:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[A]] : (i64) -> i64
+// NVVM-NEXT: %[[U:.*]] = arith.muli %arg1, %arg1 : i64
+// NVVM-NEXT: arith.addi %[[P]], %[[U]] : i64
+// NVVM-NOT: kv.before_slot
+
+// HOST-LABEL: func.func @chunk(
+// HOST-NEXT: %[[A:.*]] = arith.addi %arg0, %arg1 : i64
+// HOST-NEXT: %[[U:.*]] = arith.muli %arg1, %arg1 : i64
+// HOST-NEXT: arith.addi %[[A]], %[[U]] : i64
+// HOST-NOT: llvm.inline_asm
+// HOST-NOT: kv.before_slot
+func.func @chunk(%a: i64, %b: i64) -> i64 {
+  %0 = arith.addi %a, %b {kv.before_slot} : i64
+  %1 = arith.muli %b, %b : i64
+  %2 = arith.addi %0, %1 : i64
+  return %2 : i64
+}
