@@ -356,7 +356,8 @@ def default_kvrt_lib(bundle):
     lib = os.path.join(os.path.dirname(os.path.abspath(bundle)), os.pardir,
                        "lib")
     if os.path.isdir(lib):
-        # A carry may drop the soname links: any name that opens will do.
+        # A copy (zip, cp without -P) may drop the soname links: any name
+        # that opens will do.
         for name in sorted(os.listdir(lib)):
             path = os.path.join(lib, name)
             if name.startswith("libkvrt.so") and os.path.isfile(path):

@@ -3,12 +3,12 @@
 # machine needs no MLIR: nothing is built here). From the repository root:
 #
 #   scripts/bench.sh [--budget S] [--quick] [--peer PATH] [BUILD_DIR [OUT_DIR]]
-#   scripts/bench.sh BUNDLE                  (the older form: one bundle file)
+#   scripts/bench.sh BUNDLE [OUT_DIR]        (the older form: one bundle file)
 #
 # BUILD_DIR (default $KVGEN_BUILD_DIR, else build) holds bin/kvbench,
 # lib/libkvrt.so* and bench/*.bundle.json (what bench/CMakeLists.txt builds,
 # or what scripts/stage-gpu.sh copies). Everything goes under OUT_DIR
-# (default $OUT, else ./bench-out).
+# (default ./bench-out).
 #
 # What runs, most important first, each only while the budget lasts (a run
 # that would start with less than 30 s left is reported as skipped):
@@ -23,11 +23,11 @@
 #   4. kvbench on the other layouts.
 # Without any bundle it times the hand-written reference and the ceilings
 # only. The tables are printed last, the most important at the very end
-# (only the end of the output may come back), and kept in OUT_DIR/summary.txt.
+# (where a reader of a long log looks first), and kept in OUT_DIR/summary.txt.
 #
 # Options and environment:
 #   --budget S       seconds for all runs together (default $KVBENCH_BUDGET,
-#                    else 540: a 9-minute GPU session, less plotting)
+#                    else 540)
 #   --quick          every run with --quick: a smoke test, not a measurement
 #   --peer PATH      the peer's kv_append_triton.py (default $KVBENCH_PEER)
 #   KVBENCH_KERNELS  kvbench kernels to run instead of the list above
@@ -73,7 +73,7 @@ fi
 # The older form names a bundle file; the build is then $KVGEN_BUILD_DIR and
 # the other bundles are looked for beside the one given.
 build=${KVGEN_BUILD_DIR:-build}
-out=${OUT:-$PWD/bench-out}
+out=$PWD/bench-out
 bundle_dir=
 main_bundle=
 if [ ${#positional[@]} -ge 1 ]; then
@@ -104,15 +104,15 @@ fi
 kvbench=$build/bin/kvbench
 if [ ! -x "$kvbench" ]; then
   echo "bench.sh: no $kvbench. Build it where MLIR is (ninja -C BUILD kvbench" \
-       "kvbench_bundle, or scripts/stage-gpu.sh) and carry bin/kvbench," \
-       "lib/libkvrt.so* and bench/*.bundle.json." >&2
+       "kvbench_bundle), or stage a build with scripts/stage-gpu.sh, and copy" \
+       "bin/kvbench, lib/libkvrt.so* and bench/*.bundle.json here." >&2
   exit 2
 fi
 build=$(cd "$build" && pwd)
 kvbench=$build/bin/kvbench
 # kvbench finds libkvrt through $ORIGIN/../lib; this covers a moved binary.
 export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# A carry that dropped the soname symlink (libkvrt.so.0.1 -> .so.0.1.0) would
+# A copy that dropped the soname symlink (libkvrt.so.0.1 -> .so.0.1.0) would
 # leave kvbench unable to start: point the soname at the real file.
 missing=$(ldd "$kvbench" 2>/dev/null | awk '/libkvrt[^ ]* => not found/ {print $1}')
 if [ -n "$missing" ]; then

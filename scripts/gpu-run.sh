@@ -8,8 +8,8 @@
 #   python  the Python package's GPU tests, its eager benchmark and example
 #   bench   kvbench and the side-by-side comparison (scripts/bench.sh)
 #   all     all three
-# The logs are also packed into OUT_DIR/WHAT-logs.tar.gz, and the summaries
-# and plots copied beside it, so that the whole record is a few files.
+# The logs are also packed into OUT_DIR/WHAT-logs.tar.gz, with the summaries
+# and plots copied beside it: the record of a run, ready to copy back.
 #
 # Environment: the limits of scripts/gpu-suite.sh and scripts/bench.sh
 # (GPU_SUITE_TIMEOUT, KVBENCH_BUDGET, ...); KVBENCH_PEER names the peer's
@@ -28,8 +28,8 @@ export KVGEN_BUILD_DIR=$stage
 } > "$logs/device.txt" 2>&1
 rc=0
 run_suite() {
-  KVRT_EXAMPLE_BUNDLES="$stage/bin/default.bundle.json" OUT=$1 \
-    bash scripts/gpu-suite.sh "$stage" || rc=$?
+  KVRT_EXAMPLE_BUNDLES="$stage/bin/default.bundle.json" \
+    bash scripts/gpu-suite.sh "$stage" "$1" || rc=$?
   KVRT_REFERENCE_BUNDLE="$stage/bin/reference.bundle.json" \
     LD_LIBRARY_PATH="$stage/lib" "$stage/bin/kvrt_gpu_test" \
     > "$1/kvrt_gpu_test.log" 2>&1 || rc=$?

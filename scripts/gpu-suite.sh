@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu-suite.sh [BUILD_DIR]
+# scripts/gpu-suite.sh [BUILD_DIR [OUT_DIR]]
 #
 # Runs the GPU suite on a machine with a CUDA device, over build outputs made
 # elsewhere (nothing is built here: the GPU machine has no MLIR). From the
@@ -16,7 +16,7 @@
 #
 # BUILD_DIR (default: build) must hold bin/kvgen-gpu-suite,
 # bin/conformance-matrix.bundle.json and lib/libkvrt.so* (the runtime
-# examples too, if any). Logs go to $OUT if set, else BUILD_DIR/gpu-suite-logs.
+# examples too, if any). Logs go to OUT_DIR (default BUILD_DIR/gpu-suite-logs).
 #
 # Environment:
 #   KVGEN_GPU_BUNDLE            another bundle
@@ -36,7 +36,7 @@ set -u -o pipefail
 
 build=${1:-build}
 build=${build%/}
-logs=${OUT:-$build/gpu-suite-logs}
+logs=${2:-$build/gpu-suite-logs}
 mkdir -p "$logs"
 
 suite=$build/bin/kvgen-gpu-suite
@@ -90,8 +90,8 @@ run_step() {
 
 for f in "$suite" "$bundle"; do
   if [[ ! -e $f ]]; then
-    echo "error: $f is missing (build with the CUDA toolkit and carry" \
-      "BUILD_DIR/bin and BUILD_DIR/lib)" | tee "$logs/summary.txt"
+    echo "error: $f is missing (build with the CUDA toolkit, or stage a build" \
+      "with scripts/stage-gpu.sh and copy it here)" | tee "$logs/summary.txt"
     exit 1
   fi
 done

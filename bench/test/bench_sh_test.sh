@@ -64,12 +64,12 @@ expect "the first table comes last with its targets" \
   test "$(grep -n '=== kvbench' "$work/new.txt" | tail -n 1 | cut -d: -f2-)" = "=== kvbench bench_paged_nhd"
 expect "the summary is kept" test -s "$work/out/summary.txt"
 
-# The older form: one bundle file, the build from KVGEN_BUILD_DIR, OUT.
+# The older form: one bundle file, the build from KVGEN_BUILD_DIR, OUT_DIR.
 : > "$work/log"
-KVGEN_BUILD_DIR=$work/build OUT=$work/old KVBENCH_KERNELS=bench_paged_hnd \
-  scripts/bench.sh "$bundle" > "$work/old.txt" 2>&1
+KVGEN_BUILD_DIR=$work/build KVBENCH_KERNELS=bench_paged_hnd \
+  scripts/bench.sh "$bundle" "$work/old" > "$work/old.txt" 2>&1
 expect "old form exits 0" test $? -eq 0
-expect "old form runs the kernels asked for, into OUT" \
+expect "old form runs the kernels asked for, into OUT_DIR" \
   grep -qx -- "--bundle $bundle --kernel bench_paged_hnd --targets bench/targets.json $work/old" "$work/log"
 
 # No time left: every run is skipped, nothing launched.
