@@ -10,6 +10,7 @@
 #define KVRT_TEST_TESTSUPPORT_H
 
 #include "kvrt/kvrt.h"
+#include "kvrt/test/TensorArg.h"
 
 #include <nlohmann/json.hpp>
 
@@ -197,7 +198,8 @@ inline DLDataType u8() { return {kDLUInt, 8, 1}; }
 inline DLDataType f8e4m3() { return {10, 8, 1}; }
 inline DLDataType f8e5m2() { return {12, 8, 1}; }
 
-/// A DLTensor over its own (or a shared) 256-byte-aligned host buffer.
+/// A DLTensor (TensorArg) over its own (or a shared) 256-byte-aligned host
+/// buffer.
 class HostTensor {
 public:
   HostTensor() = default;
@@ -235,21 +237,11 @@ public:
     return tensor;
   }
 
-  DLTensor *get() { return &tensor; }
-  const DLTensor *get() const { return &tensor; }
-  char *data() const { return static_cast<char *>(tensor.data); }
-  std::vector<int64_t> &shapeRef() { return shape; }
-  std::vector<int64_t> &stridesRef() { return strides; }
-
-  HostTensor(const HostTensor &other) { *this = other; }
-  HostTensor &operator=(const HostTensor &other) {
-    storage = other.storage;
-    init(other.tensor.dtype, other.shape, other.strides,
-         other.tensor.byte_offset);
-    tensor.device = other.tensor.device;
-    tensor.data = other.tensor.data;
-    return *this;
-  }
+  DLTensor *get() { return arg.get(); }
+  const DLTensor *get() const { return arg.get(); }
+  char *data() const { return static_cast<char *>(arg.data()); }
+  std::vector<int64_t> &shapeRef() { return arg.shapeRef(); }
+  std::vector<int64_t> &stridesRef() { return arg.stridesRef(); }
 
 private:
   void allocate(int64_t bytes) {
@@ -258,24 +250,15 @@ private:
     std::memset(memory, 0, rounded);
     storage = std::shared_ptr<void>(memory, std::free);
   }
-  void init(DLDataType dtype, std::vector<int64_t> newShape,
-            std::vector<int64_t> newStrides, uint64_t byteOffset) {
-    shape = std::move(newShape);
-    strides = std::move(newStrides);
-    tensor = DLTensor();
-    tensor.data = storage.get();
-    tensor.device = {kDLCPU, 0};
-    tensor.ndim = static_cast<int32_t>(shape.size());
-    tensor.dtype = dtype;
-    tensor.shape = shape.data();
-    tensor.strides = strides.empty() ? nullptr : strides.data();
-    tensor.byte_offset = byteOffset;
+  void init(DLDataType dtype, std::vector<int64_t> shape,
+            std::vector<int64_t> strides, uint64_t byteOffset) {
+    arg = TensorArg(storage.get(), byteOffset, {kDLCPU, 0}, dtype,
+                    std::move(shape), std::move(strides));
   }
 
   std::shared_ptr<void> storage;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
-  DLTensor tensor = {};
+  // Unset, an all-zero DLTensor (not an absent one).
+  TensorArg arg{nullptr, 0, DLDevice{}, DLDataType{}, {}, {}};
 };
 
 /// What the recording host kernels saw.

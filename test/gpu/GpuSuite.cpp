@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GpuSuite.h"
+#include "MatrixBundle.h"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +27,6 @@
 #include <iostream>
 #include <memory>
 #include <string>
-#include <unistd.h>
 
 using namespace kvgen;
 using namespace kvgen::conformance;
@@ -41,9 +41,6 @@ Suite &suite() {
 } // namespace kvgen::gpu
 
 namespace {
-
-constexpr int kSkipped = 77;
-constexpr const char *kBundleName = "conformance-matrix.bundle.json";
 
 class MatrixTest : public testing::Test {
 public:
@@ -62,17 +59,6 @@ private:
   Description desc;
 };
 
-std::string directoryOfExecutable() {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0)
-    return ".";
-  path[n] = '\0';
-  std::string full(path);
-  size_t slash = full.rfind('/');
-  return slash == std::string::npos ? "." : full.substr(0, slash);
-}
-
 bool envFlag(const char *name) {
   const char *value = std::getenv(name);
   return value && *value && std::strcmp(value, "0") != 0;
@@ -83,11 +69,8 @@ void usage() {
       << "usage: kvgen-gpu-suite [--bundle=PATH] [--reduced] [--filter=S]\n"
          "                       [--cases=S] [--seed=N] [--verbose] [gtest "
          "flags]\n"
-         "  --bundle=PATH  the matrix bundle (default: $KVGEN_GPU_BUNDLE, "
-         "else\n"
-         "                 conformance-matrix.bundle.json next to this "
-         "binary)\n"
-         "  --reduced      the reduced matrix (also "
+      << gpu::kMatrixBundleUsage
+      << "  --reduced      the reduced matrix (also "
          "KVGEN_GPU_SUITE_REDUCED=1)\n"
          "  --filter=S     only descriptions whose name contains S\n"
          "  --cases=S      only cases whose name contains S\n"
@@ -99,9 +82,7 @@ void usage() {
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);
 
-  std::string bundlePath;
-  if (const char *env = std::getenv("KVGEN_GPU_BUNDLE"))
-    bundlePath = env;
+  gpu::MatrixBundle matrixBundle;
   bool reduced = envFlag("KVGEN_GPU_SUITE_REDUCED");
   std::string filter;
   gpu::Suite &s = gpu::suite();
@@ -109,9 +90,9 @@ int main(int argc, char **argv) {
     s.options.seed = std::strtoull(env, nullptr, 0);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.rfind("--bundle=", 0) == 0)
-      bundlePath = arg.substr(9);
-    else if (arg == "--reduced")
+    if (matrixBundle.parse(arg))
+      continue;
+    if (arg == "--reduced")
       reduced = true;
     else if (arg.rfind("--filter=", 0) == 0)
       filter = arg.substr(9);
@@ -130,18 +111,12 @@ int main(int argc, char **argv) {
   std::string reason = gpu::noDeviceReason();
   if (!reason.empty()) {
     std::printf("SKIPPED: no CUDA device (%s)\n", reason.c_str());
-    return kSkipped;
+    return gpu::kSkipped;
   }
 
-  if (bundlePath.empty())
-    bundlePath = directoryOfExecutable() + "/" + kBundleName;
-  kvrt_bundle *bundle = nullptr;
-  kvrt_status status = kvrt_bundle_load_file(bundlePath.c_str(), &bundle);
-  if (status != KVRT_SUCCESS) {
-    std::fprintf(stderr, "error: cannot load the matrix bundle %s: %s\n",
-                 bundlePath.c_str(), kvrt_last_error());
+  kvrt_bundle *bundle = matrixBundle.load();
+  if (!bundle)
     return 1;
-  }
 
   // Destroyed before the bundle: its stream goes first.
   auto backend = std::make_unique<gpu::CudaBackend>();
@@ -153,14 +128,14 @@ int main(int argc, char **argv) {
   }
   s.backend = backend.get();
   s.bundle = bundle;
-  s.bundlePath = bundlePath;
+  s.bundlePath = matrixBundle.getPath();
   s.matrix = conformanceMatrix();
 
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   std::printf(
       "gpu suite: %s (sm_%d%d), bundle %s (%zu kernels), seed 0x%llx%s\n",
-      prop.name, prop.major, prop.minor, bundlePath.c_str(),
+      prop.name, prop.major, prop.minor, matrixBundle.getPath().c_str(),
       kvrt_bundle_num_kernels(bundle),
       static_cast<unsigned long long>(s.options.seed),
       reduced ? ", reduced matrix" : "");

@@ -7,12 +7,12 @@
 //   ninja -C build kvgen-multi-gpu-test
 //   ctest --test-dir build -L gpu -R multi-gpu --output-on-failure
 //
-// On a lent 2-GPU machine (kind nvidia-h200-x2; it builds nothing): stage
-// the binary, libkvrt and the matrix bundle here with
-// `bash scripts/prepare-device.sh`, then run there, carrying .device-carry:
+// On a CUDA machine that builds nothing: stage the binary, libkvrt and the
+// matrix bundle with `scripts/stage-gpu.sh build STAGE`, copy STAGE there
+// and run
 //
-//   .device-carry/bin/kvgen-multi-gpu-test \
-//       --bundle=.device-carry/bin/conformance-matrix.bundle.json
+//   STAGE/bin/kvgen-multi-gpu-test \
+//       --bundle=STAGE/bin/conformance-matrix.bundle.json
 //
 // (--bundle defaults to $KVGEN_GPU_BUNDLE, else the bundle next to the
 // binary.)
@@ -65,6 +65,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaBackend.h"
+#include "MatrixBundle.h"
 
 #include "conformance/Description.h"
 #include "conformance/Harness.h"
@@ -90,16 +91,12 @@
 #include <utility>
 #include <vector>
 
-#include <unistd.h>
-
 using namespace kvgen;
 using namespace kvgen::conformance;
 
 namespace {
 
-constexpr int kSkipped = 77;
 constexpr int kRanks = 2;
-constexpr const char *kBundleName = "conformance-matrix.bundle.json";
 /// The unsharded kernel: paged_nhd, block 16, 8 x 128, bf16.
 constexpr const char *kFullName = "gpu_append_paged_nhd";
 /// The preferred name of its 4-head twin, for the head shard.
@@ -809,25 +806,11 @@ TEST(MultiGpu, ThreadWithoutAContextLaunchesOnTheTensorsDevice) {
 // main
 //===----------------------------------------------------------------------===//
 
-std::string directoryOfExecutable() {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0)
-    return ".";
-  path[n] = '\0';
-  std::string full(path);
-  size_t slash = full.rfind('/');
-  return slash == std::string::npos ? "." : full.substr(0, slash);
-}
-
 void usage() {
   std::cerr << "usage: kvgen-multi-gpu-test [--bundle=PATH] [--seed=N] "
                "[gtest flags]\n"
-               "  --bundle=PATH  the matrix bundle (default: "
-               "$KVGEN_GPU_BUNDLE, else\n"
-               "                 conformance-matrix.bundle.json next to this "
-               "binary)\n"
-               "  --seed=N       the data seed (also KVGEN_CONFORMANCE_SEED)\n";
+            << gpu::kMatrixBundleUsage
+            << "  --seed=N       the data seed (also KVGEN_CONFORMANCE_SEED)\n";
 }
 
 } // namespace
@@ -836,16 +819,14 @@ int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);
 
   Globals &g = globals();
-  std::string bundlePath;
-  if (const char *env = std::getenv("KVGEN_GPU_BUNDLE"))
-    bundlePath = env;
+  gpu::MatrixBundle matrixBundle;
   if (const char *env = std::getenv("KVGEN_CONFORMANCE_SEED"))
     g.seed = std::strtoull(env, nullptr, 0);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.rfind("--bundle=", 0) == 0)
-      bundlePath = arg.substr(9);
-    else if (arg.rfind("--seed=", 0) == 0)
+    if (matrixBundle.parse(arg))
+      continue;
+    if (arg.rfind("--seed=", 0) == 0)
       g.seed = std::strtoull(arg.c_str() + 7, nullptr, 0);
     else {
       usage();
@@ -858,22 +839,17 @@ int main(int argc, char **argv) {
     std::printf("SKIPPED: needs %d CUDA devices; no CUDA device is usable "
                 "(%s)\n",
                 kRanks, reason.c_str());
-    return kSkipped;
+    return gpu::kSkipped;
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count < kRanks) {
     std::printf("SKIPPED: needs %d CUDA devices, found %d\n", kRanks, count);
-    return kSkipped;
+    return gpu::kSkipped;
   }
 
-  if (bundlePath.empty())
-    bundlePath = directoryOfExecutable() + "/" + kBundleName;
-  kvrt_status status = kvrt_bundle_load_file(bundlePath.c_str(), &g.bundle);
-  if (status != KVRT_SUCCESS) {
-    std::fprintf(stderr, "error: cannot load the matrix bundle %s: %s\n",
-                 bundlePath.c_str(), kvrt_last_error());
+  g.bundle = matrixBundle.load();
+  if (!g.bundle)
     return 1;
-  }
   g.matrix = conformanceMatrix();
 
   std::printf("multi-gpu: %d CUDA devices, using", count);
@@ -883,8 +859,8 @@ int main(int argc, char **argv) {
     std::printf("%s cuda:%d %s (sm_%d%d)", device ? "," : "", device, prop.name,
                 prop.major, prop.minor);
   }
-  std::printf("; bundle %s (%zu kernels), seed 0x%llx\n", bundlePath.c_str(),
-              kvrt_bundle_num_kernels(g.bundle),
+  std::printf("; bundle %s (%zu kernels), seed 0x%llx\n",
+              matrixBundle.getPath().c_str(), kvrt_bundle_num_kernels(g.bundle),
               static_cast<unsigned long long>(g.seed));
 
   int result = RUN_ALL_TESTS();

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvrt/kvrt.h"
+#include "kvrt/test/TensorArg.h"
 
 #include <nlohmann/json.hpp>
 
@@ -59,14 +60,11 @@ struct Buffer {
   size_t bytes;
 };
 
-DLTensor tensorOf(void *data, DLDataType dtype, std::vector<int64_t> &shape) {
-  DLTensor tensor = {};
-  tensor.data = data;
-  tensor.device = {kDLCUDA, 0};
-  tensor.ndim = static_cast<int32_t>(shape.size());
-  tensor.dtype = dtype;
-  tensor.shape = shape.data();
-  return tensor;
+/// A compact tensor on cuda:0.
+kvrt::test::TensorArg tensorOf(void *data, DLDataType dtype,
+                               std::vector<int64_t> shape) {
+  return kvrt::test::TensorArg(data, 0, {kDLCUDA, 0}, dtype, std::move(shape),
+                               {});
 }
 
 std::string readBundle() {
@@ -120,8 +118,9 @@ protected:
   }
 
   kvrt_status append(kvrt_stream stream = nullptr) {
-    args = {nullptr,   &keyTensor, &valueTensor,     &slotTensor,
-            &kcTensor, &vcTensor,  KVRT_VARIANT_AUTO};
+    args = {nullptr,          keyTensor.get(), valueTensor.get(),
+            slotTensor.get(), kcTensor.get(),  vcTensor.get(),
+            KVRT_VARIANT_AUTO};
     return kvrt_append(bundle, &args, stream);
   }
 
@@ -144,8 +143,7 @@ protected:
   std::unique_ptr<Buffer> key, value, slots, keyCache, valueCache;
   std::vector<int64_t> inputShape{kTokens, kHeads, kHeadDim},
       slotShape{kTokens}, cacheShape{kBlocks, kBlockSize, kHeads, kHeadDim};
-  DLTensor keyTensor = {}, valueTensor = {}, slotTensor = {}, kcTensor = {},
-           vcTensor = {};
+  kvrt::test::TensorArg keyTensor, valueTensor, slotTensor, kcTensor, vcTensor;
   kvrt_append_args args = {};
   std::vector<int64_t> hostSlots;
   std::vector<uint16_t> hostKey;
@@ -230,15 +228,15 @@ TEST_F(GpuTest, NoCurrentContextUsesThePrimaryOne) {
 
 TEST_F(GpuTest, HostPointerLabelledCudaIsRefused) {
   std::vector<uint16_t> host(kTokens * kRowBytes / 2);
-  keyTensor.data = host.data();
+  keyTensor.get()->data = host.data();
   EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(kvrt_last_error(),
               HasSubstr("key: device is cuda:0 but its data"));
 }
 
 TEST_F(GpuTest, DeviceOutOfRange) {
-  for (DLTensor *tensor :
-       {&keyTensor, &valueTensor, &slotTensor, &kcTensor, &vcTensor})
+  for (DLTensor *tensor : {keyTensor.get(), valueTensor.get(), slotTensor.get(),
+                           kcTensor.get(), vcTensor.get()})
     tensor->device.device_id = 63;
   EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(kvrt_last_error(), HasSubstr("key: on cuda:63 but the driver"));

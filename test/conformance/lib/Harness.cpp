@@ -11,7 +11,7 @@
 namespace kvgen::conformance {
 
 //===----------------------------------------------------------------------===//
-// DeviceBuffer, TensorArg
+// DeviceBuffer
 //===----------------------------------------------------------------------===//
 
 // Never ask a Backend for zero bytes: an empty tensor still needs a valid,
@@ -62,39 +62,6 @@ void DeviceBuffer::release() {
       backend->deallocate(pointer);
   }
   pointer = nullptr;
-}
-
-TensorArg::TensorArg(void *data, uint64_t byteOffset, DLDevice device,
-                     DLDataType dtype, std::vector<int64_t> shape,
-                     std::vector<int64_t> strides)
-    : shapeStorage(std::move(shape)), strideStorage(std::move(strides)),
-      isSet(true) {
-  tensor.data = data;
-  tensor.byte_offset = byteOffset;
-  tensor.device = device;
-  tensor.dtype = dtype;
-  tensor.ndim = static_cast<int32_t>(shapeStorage.size());
-  point();
-}
-
-TensorArg::TensorArg(TensorArg &&other) noexcept
-    : tensor(other.tensor), shapeStorage(std::move(other.shapeStorage)),
-      strideStorage(std::move(other.strideStorage)), isSet(other.isSet) {
-  point();
-}
-
-TensorArg &TensorArg::operator=(TensorArg &&other) noexcept {
-  tensor = other.tensor;
-  shapeStorage = std::move(other.shapeStorage);
-  strideStorage = std::move(other.strideStorage);
-  isSet = other.isSet;
-  point();
-  return *this;
-}
-
-void TensorArg::point() {
-  tensor.shape = shapeStorage.data();
-  tensor.strides = strideStorage.data();
 }
 
 std::string kvrtFailure(const char *call, kvrt_status status) {

@@ -14,6 +14,7 @@
 #include "conformance/Backend.h"
 #include "conformance/Description.h"
 #include "conformance/Reference.h"
+#include "kvrt/test/TensorArg.h"
 
 #include <cstdint>
 #include <functional>
@@ -49,27 +50,9 @@ private:
   bool isFenced = false;
 };
 
-/// A DLTensor that owns the shape and strides it points at. Unset, get() is
-/// nullptr (an absent optional tensor).
-class TensorArg {
-public:
-  TensorArg() = default;
-  TensorArg(void *data, uint64_t byteOffset, DLDevice device, DLDataType dtype,
-            std::vector<int64_t> shape, std::vector<int64_t> strides);
-  TensorArg(TensorArg &&other) noexcept;
-  TensorArg &operator=(TensorArg &&other) noexcept;
-  TensorArg(const TensorArg &) = delete;
-  TensorArg &operator=(const TensorArg &) = delete;
-
-  const DLTensor *get() const { return isSet ? &tensor : nullptr; }
-
-private:
-  void point();
-
-  DLTensor tensor{};
-  std::vector<int64_t> shapeStorage, strideStorage;
-  bool isSet = false;
-};
+/// A DLTensor that owns the shape and strides it points at (kvrt's tests
+/// use the same one). Unset, get() is nullptr (an absent optional tensor).
+using TensorArg = kvrt::test::TensorArg;
 
 /// Random K/V element bits for `count` elements of `source` (to be cast to
 /// `cache`): never zero, never NaN or infinite. For an fp32 source cast to a
