@@ -111,6 +111,10 @@ struct LayoutInfo {
   }
 };
 
+/// The layout of a description that names none (kvgen's --layout, kvbench
+/// without a bundle, the Python package's describe): vLLM's flash layout.
+inline constexpr Layout kDefaultLayout = Layout::PagedNHD;
+
 /// The extent's name of `axis` in a layout that is `paged` or not, as
 /// shapes and messages print it.
 constexpr const char *axisName(Axis axis, bool paged) {
