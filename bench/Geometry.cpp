@@ -133,9 +133,10 @@ CacheGeometry makeGeometry(const Description &desc) {
   g.keyElems = product(g.keyShape);
   g.valueElems = g.dual ? 0 : product(g.valueShape);
   if (desc.quant && desc.quant->mode == abi::ScaleMode::Dynamic) {
-    // docs/KERNEL-ABI.md: a scale per slot (and head); contiguous counts
-    // max_seq_len as its block size and the batch as its blocks.
-    g.scaleCacheShape = {nb, bs};
+    // docs/KERNEL-ABI.md: a scale per slot (and head); a layout without
+    // blocks counts max_seq_len as its block size and the batch as its
+    // blocks.
+    g.scaleCacheShape = {g.numBlocks, bs};
     if (desc.quant->granularity == abi::ScaleGranularity::PerTokenHead)
       g.scaleCacheShape.push_back(H);
   }
