@@ -259,7 +259,7 @@ static FailureOr<std::string> parseDType(StringRef flag, StringRef value) {
 
 FailureOr<std::string> driver::descriptionFromFlags() {
   std::string layout = layoutName();
-  abi::Layout layoutId;
+  abi::Layout layoutId = abi::kDefaultLayout;
   if (failed(parseABI("layout", layout, abi::kLayoutNames, &layoutId)))
     return failure();
   FailureOr<std::string> dtype = parseDType("dtype", dtypeFlag);
