@@ -74,8 +74,9 @@ struct ReferenceAppendParams {
           keyCacheStridePos = 0, keyCacheStrideChunk = 0;
   int64_t valueCacheStrideBlock = 0, valueCacheStrideHead = 0,
           valueCacheStridePos = 0, valueCacheStrideChunk = 0;
-  /// vllm_vectorized's value cache [nb, H, D, bs]: a chunk's 8 elements go to
-  /// 8 places, valueCacheStrideDim apart (the chunk stride is unused).
+  /// A value cache whose head_dim is not innermost ([nb, H, D, bs]): a
+  /// chunk's 8 elements go to 8 places, valueCacheStrideDim apart (the chunk
+  /// stride is unused).
   bool valueTransposed = false;
   int64_t valueCacheStrideDim = 0;
   /// If > 0, at most this many thread blocks: every block then strides over

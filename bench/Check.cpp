@@ -45,8 +45,8 @@ std::string runOnce(Launchable &what, bool viaGraph, DeviceState &state,
   return "";
 }
 
-/// The host's append: per allocation (0 = the key cache, or both for
-/// dual_stacked; 1 = the value cache) the element offsets written with their
+/// The host's append: per allocation (0 = the key cache, or both for a
+/// stacked layout; 1 = the value cache) the element offsets written with their
 /// values, and the offsets to compare (the written positions and their
 /// neighbours).
 struct Expected {

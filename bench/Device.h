@@ -40,9 +40,9 @@ struct DeviceState {
   int64_t *slotPool = nullptr;
   int64_t slotPoolEntries = 0;
   uint8_t *keyCache = nullptr;
-  /// The value cache's first element (dual_stacked: inside keyCache).
+  /// The value cache's first element (a stacked layout: inside keyCache).
   uint8_t *valueCache = nullptr;
-  /// The allocation behind valueCache (null for dual_stacked).
+  /// The allocation behind valueCache (null for a stacked layout).
   uint8_t *valueAlloc = nullptr;
   /// Quantized descriptions: static scales (a pool, rotated with the
   /// inputs where they are per token) or dynamic scale caches.

@@ -27,8 +27,8 @@ int64_t product(const std::vector<int64_t> &shape) {
 Description defaultDescription(abi::Layout layout) {
   Description d;
   d.layout = layout;
-  if (layout == abi::Layout::Contiguous)
-    d.blockSize = kDefaultContiguousMaxSeqLen;
+  if (!abi::layoutInfo(layout).paged())
+    d.blockSize = kDefaultMaxSeqLen;
   return d;
 }
 
@@ -58,17 +58,49 @@ void verifyTimeable(const Description &desc) {
                  (long long)desc.blockSize, (long long)desc.headDim,
                  (long long)desc.numHeads));
   const int64_t elemBytes = int64_t(abi::dtypeBytes(desc.cacheDtype));
-  if (desc.layout == abi::Layout::VllmVectorized && desc.x * elemBytes != 16)
-    fatal(format("vllm_vectorized's x is 16 bytes of the cache dtype (%lld "
-                 "elements of %s); the manifest says %lld",
-                 (long long)(16 / elemBytes), abi::dtypeName(desc.cacheDtype),
-                 (long long)desc.x));
-  if (desc.layout == abi::Layout::Contiguous &&
-      desc.blockSize < kPrefillRequestTokens)
+  const abi::LayoutInfo &layout = abi::layoutInfo(desc.layout);
+  if (layout.hasX() && desc.x * elemBytes != 16)
+    fatal(format("%s's x is 16 bytes of the cache dtype (%lld elements of "
+                 "%s); the manifest says %lld",
+                 layout.name, (long long)(16 / elemBytes),
+                 abi::dtypeName(desc.cacheDtype), (long long)desc.x));
+  if (!layout.paged() && desc.blockSize < kPrefillRequestTokens)
     fatal(format("the prefill sweep puts requests of %lld tokens in one row: "
-                 "a contiguous description needs max_seq_len >= that, not "
-                 "%lld",
-                 (long long)kPrefillRequestTokens, (long long)desc.blockSize));
+                 "a %s description needs max_seq_len >= that, not %lld",
+                 (long long)kPrefillRequestTokens, layout.name,
+                 (long long)desc.blockSize));
+}
+
+std::vector<int64_t> compactStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+/// The DLPack shape of a cache tensor with these axes (Layouts.def).
+std::vector<int64_t> cacheShape(const abi::CacheAxes &axes, int64_t numBlocks,
+                                const Description &desc) {
+  std::vector<int64_t> shape;
+  for (int i = 0; i < axes.rank; ++i)
+    shape.push_back(abi::axisExtent(axes[i], numBlocks, desc.numHeads,
+                                    desc.blockSize, desc.headDim, desc.x));
+  return shape;
+}
+
+/// Where the element (block, head, pos, d) is in a compact cache tensor of
+/// these axes: the strides of its Block (Batch), Head, Pos and Dim
+/// (DimOverX) axes.
+CacheStrides cacheStrides(const abi::CacheAxes &axes,
+                          const std::vector<int64_t> &shape, int64_t x) {
+  const std::vector<int64_t> s = compactStrides(shape);
+  CacheStrides c;
+  c.block = s[size_t(axes.blockAxis())];
+  c.head = s[size_t(axes.headAxis())];
+  c.pos = s[size_t(axes.posAxis())];
+  c.dim = s[size_t(axes.dimAxis())];
+  c.x = axes.has(abi::Axis::X) ? x : 0;
+  return c;
 }
 
 } // namespace
@@ -81,45 +113,30 @@ CacheGeometry makeGeometry(const Description &desc) {
   const int64_t H = desc.numHeads, D = desc.headDim, bs = desc.blockSize;
   const int64_t blockBytes = bs * H * D * g.elemBytes;
   g.numBlocks = int64_t((kMinCacheBytes + blockBytes - 1) / blockBytes);
-  // A contiguous decode token gets its own request, so the batch covers the
-  // largest decode size.
-  if (desc.layout == abi::Layout::Contiguous)
+  // Without blocks, a decode token gets its own request (row), so the
+  // batch covers the largest decode size.
+  const abi::LayoutInfo &layout = abi::layoutInfo(desc.layout);
+  if (!layout.paged())
     g.numBlocks = std::max<int64_t>(g.numBlocks, kMaxDecodeTokens);
-  const int64_t nb = g.numBlocks, x = desc.x;
-  switch (desc.layout) {
-  case abi::Layout::Contiguous:
-  case abi::Layout::PagedHND:
-    g.keyShape = {nb, H, bs, D};
-    g.key = {H * bs * D, bs * D, D, 1, 0, 0};
-    g.valueShape = g.keyShape;
+  g.dual = layout.stacked();
+  g.keyShape = cacheShape(layout.key, g.numBlocks, desc);
+  g.key = cacheStrides(layout.key, g.keyShape, desc.x);
+  if (g.dual) {
+    // V is K's tensor at index 1 of the Side axis.
     g.value = g.key;
-    break;
-  case abi::Layout::PagedNHD:
-    g.keyShape = {nb, bs, H, D};
-    g.key = {bs * H * D, D, H * D, 1, 0, 0};
-    g.valueShape = g.keyShape;
-    g.value = g.key;
-    break;
-  case abi::Layout::VllmVectorized:
-    g.keyShape = {nb, H, D / x, bs, x};
-    g.key = {H * D * bs, D * bs, x, bs * x, x, 0};
-    g.valueShape = {nb, H, D, bs};
-    g.value = {H * D * bs, D * bs, 1, bs, 0, 0};
-    break;
-  case abi::Layout::DualStacked:
-    g.dual = true;
-    g.keyShape = {nb, 2, H, bs, D};
-    g.key = {2 * H * bs * D, bs * D, D, 1, 0, 0};
-    g.value = g.key;
-    g.value.base = H * bs * D;
-    break;
+    g.value.base =
+        compactStrides(g.keyShape)[size_t(layout.key.find(abi::Axis::Side))];
+  } else {
+    g.valueShape = cacheShape(layout.value, g.numBlocks, desc);
+    g.value = cacheStrides(layout.value, g.valueShape, desc.x);
   }
   g.keyElems = product(g.keyShape);
   g.valueElems = g.dual ? 0 : product(g.valueShape);
   if (desc.quant && desc.quant->mode == abi::ScaleMode::Dynamic) {
-    // docs/KERNEL-ABI.md: a scale per slot (and head); contiguous counts
-    // max_seq_len as its block size and the batch as its blocks.
-    g.scaleCacheShape = {nb, bs};
+    // docs/KERNEL-ABI.md: a scale per slot (and head); a layout without
+    // blocks counts max_seq_len as its block size and the batch as its
+    // blocks.
+    g.scaleCacheShape = {g.numBlocks, bs};
     if (desc.quant->granularity == abi::ScaleGranularity::PerTokenHead)
       g.scaleCacheShape.push_back(H);
   }
@@ -142,11 +159,11 @@ std::string describe(const CacheGeometry &g) {
       "%s, %s %lld, %lld heads x %lld, %s from %s%s, %lld blocks, key cache "
       "%s (%.2f GiB%s)",
       abi::layoutName(g.desc.layout),
-      g.desc.layout == abi::Layout::Contiguous ? "max_seq_len" : "block_size",
-      (long long)g.desc.blockSize, (long long)g.desc.numHeads,
-      (long long)g.desc.headDim, abi::dtypeName(g.desc.cacheDtype),
-      abi::dtypeName(g.desc.sourceDtype), quant.c_str(), (long long)g.numBlocks,
-      shape.c_str(), double(g.keyElems * g.elemBytes) / double(kGiB),
+      abi::layoutInfo(g.desc.layout).tokensName(), (long long)g.desc.blockSize,
+      (long long)g.desc.numHeads, (long long)g.desc.headDim,
+      abi::dtypeName(g.desc.cacheDtype), abi::dtypeName(g.desc.sourceDtype),
+      quant.c_str(), (long long)g.numBlocks, shape.c_str(),
+      double(g.keyElems * g.elemBytes) / double(kGiB),
       g.dual ? ", K and V in one buffer" : ", V the same size");
 }
 

@@ -29,12 +29,12 @@ struct QuantDesc {
 };
 
 struct Description {
-  abi::Layout layout = abi::Layout::PagedNHD;
-  /// Slots per block; max_seq_len for contiguous.
+  abi::Layout layout = abi::kDefaultLayout;
+  /// Slots per block; max_seq_len for a layout that is not paged.
   int64_t blockSize = 16;
   int64_t numHeads = 8;
   int64_t headDim = 128;
-  /// vllm_vectorized: elements of the key cache's innermost group.
+  /// A layout with an X axis: elements of an x group (16 bytes).
   int64_t x = 8;
   abi::DType cacheDtype = abi::DType::BF16;
   abi::DType sourceDtype = abi::DType::BF16;
@@ -48,9 +48,10 @@ struct Description {
   }
 };
 
-/// Max_seq_len of the reference-only contiguous description: 512 requests
+/// Max_seq_len of the reference-only description of a layout that is not
+/// paged: 512 requests
 /// (one per decode token at 512) of 2048 positions make a 2 GiB cache.
-constexpr int64_t kDefaultContiguousMaxSeqLen = 2048;
+constexpr int64_t kDefaultMaxSeqLen = 2048;
 
 /// The reference-only description of a layout: bf16 8x128, block 16.
 Description defaultDescription(abi::Layout layout);
@@ -59,9 +60,9 @@ Description defaultDescription(abi::Layout layout);
 /// (block, head, pos, d) is found in it (KERNEL-ABI.md's offset table).
 struct CacheStrides {
   int64_t block = 0, head = 0, pos = 0, dim = 0;
-  /// vllm_vectorized key cache: `dim` strides d / x and d % x is innermost.
+  /// A side with an X axis: `dim` strides d / x and d % x is innermost.
   int64_t x = 0;
-  /// Element offset of this tensor in its allocation (dual_stacked's V).
+  /// Element offset of this tensor in its allocation (a stacked cache's V).
   int64_t base = 0;
 
   int64_t offset(int64_t b, int64_t h, int64_t p, int64_t d) const {
@@ -80,7 +81,7 @@ struct CacheGeometry {
   /// DLPack shapes (compact row-major); valueShape is empty for dual.
   std::vector<int64_t> keyShape, valueShape;
   CacheStrides key, value;
-  /// Elements of each allocation; dual_stacked has one (valueElems = 0).
+  /// Elements of each allocation; a stacked layout has one (valueElems = 0).
   int64_t keyElems = 0, valueElems = 0;
   /// Dynamic quantization: the scale cache's shape (fp32), one per K and V.
   std::vector<int64_t> scaleCacheShape;

@@ -80,7 +80,8 @@ ReferenceAppend::ReferenceAppend(const CacheGeometry &g,
   base.valueCacheStrideBlock = g.value.block;
   base.valueCacheStrideHead = g.value.head;
   base.valueCacheStridePos = g.value.pos;
-  base.valueTransposed = g.desc.layout == abi::Layout::VllmVectorized;
+  base.valueTransposed =
+      !abi::layoutInfo(g.desc.layout).chunkContiguous(/*isValue=*/true);
   base.valueCacheStrideChunk = 8 * g.value.dim;
   base.valueCacheStrideDim = g.value.dim;
 }

@@ -79,9 +79,8 @@ Description descriptionFromManifest(const json &entry) {
     const json &cache = entry.at("cache");
     d.layout =
         parseOrDie(abi::parseLayout, entry, cache.at("layout"), "layout");
-    d.blockSize = d.layout == abi::Layout::Contiguous
-                      ? cache.at("max_seq_len").get<int64_t>()
-                      : cache.at("block_size").get<int64_t>();
+    d.blockSize =
+        cache.at(abi::layoutInfo(d.layout).tokensName()).get<int64_t>();
     d.numHeads = cache.at("num_kv_heads").get<int64_t>();
     d.headDim = cache.at("head_dim").get<int64_t>();
     d.cacheDtype =

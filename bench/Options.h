@@ -16,7 +16,7 @@ struct Options {
   std::string variant = "vector";
   /// Without --bundle: the layout of the reference-only description (the
   /// ABI's name of the default description's layout).
-  std::string layout = kvgen::abi::layoutName(kvgen::abi::Layout::PagedNHD);
+  std::string layout = kvgen::abi::layoutName(kvgen::abi::kDefaultLayout);
   std::string outDir;
   /// The targets and peer numbers to judge against (bench/targets.json);
   /// empty: none are judged.

@@ -44,11 +44,11 @@ SizeCase makeDecode(const CacheGeometry &g, int64_t tokens,
 
 namespace {
 
-/// Contiguous prefill: each request a distinct random row, after a random
-/// context.
-void appendContiguousPrefillSet(const CacheGeometry &g, int64_t requests,
-                                std::vector<int64_t> &pool,
-                                std::mt19937_64 &rng, SizeCase &c) {
+/// Prefill without blocks: each request a distinct random row, after a
+/// random context.
+void appendRowPrefillSet(const CacheGeometry &g, int64_t requests,
+                         std::vector<int64_t> &pool, std::mt19937_64 &rng,
+                         SizeCase &c) {
   const int64_t bs = g.desc.blockSize;
   std::uniform_int_distribution<int64_t> context(0, bs - kPrefillRequestTokens);
   for (int64_t row : drawDistinct(pool, requests, rng)) {
@@ -98,8 +98,8 @@ SizeCase makePrefill(const CacheGeometry &g, int64_t tokens,
   const int64_t requests = tokens / kPrefillRequestTokens;
   c.slots.reserve(size_t(c.sets * tokens));
   for (int s = 0; s < c.sets; ++s) {
-    if (g.desc.layout == abi::Layout::Contiguous)
-      appendContiguousPrefillSet(g, requests, blockPool, rng, c);
+    if (!abi::layoutInfo(g.desc.layout).paged())
+      appendRowPrefillSet(g, requests, blockPool, rng, c);
     else
       appendPagedPrefillSet(g, requests, blockPool, rng, c);
   }
@@ -113,9 +113,9 @@ SizeCase makeCheckCase(const CacheGeometry &g, std::vector<int64_t> &pool,
   c.tokens = 37;
   c.sets = 1;
   const int64_t bs = g.desc.blockSize;
-  const bool contiguous = g.desc.layout == abi::Layout::Contiguous;
+  const bool rows = !abi::layoutInfo(g.desc.layout).paged();
   const int64_t runLength = 20;
-  const int64_t runStart = contiguous ? bs - runLength : bs - 3;
+  const int64_t runStart = rows ? bs - runLength : bs - 3;
   const int64_t runBlocks = (runStart + runLength - 1) / bs + 1;
   std::vector<int64_t> blocks = drawDistinct(pool, runBlocks + 17, rng);
   for (int64_t i = 0; i < runLength; ++i) {

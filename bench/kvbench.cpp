@@ -117,6 +117,7 @@ void recordSetup(Report &report, const Options &options, const CacheGeometry &g,
   report.doc["seed"] = options.seed;
   json description = {{"layout", abi::layoutName(d.layout)},
                       {"block_size_or_max_seq_len", d.blockSize},
+                      {"paged", abi::layoutInfo(d.layout).paged()},
                       {"num_kv_heads", d.numHeads},
                       {"head_dim", d.headDim},
                       {"x", d.x},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots kvbench's JSON: us and fraction of the copy ceiling against tokens.
 
-    python3 bench/plot.py OUT/kvbench-bench_paged_nhd.json [more.json ...]
+    python3 bench/plot.py OUT/kvbench-KERNEL.json [more.json ...]
         [--summary OUT/kvbench-summary.png]
 
 Writes one PNG next to each JSON (same name, .png): decode (us per call in a
@@ -107,7 +107,7 @@ def title_of(doc):
     return "%s: %s, %s %s, %dx%d %s (copy ceiling %.0f GB/s, %s)%s" % (
         doc["tag"],
         d["layout"],
-        "max_seq_len" if d["layout"] == "contiguous" else "block",
+        "block" if d.get("paged", True) else "max_seq_len",
         d["block_size_or_max_seq_len"],
         d["num_kv_heads"],
         d["head_dim"],

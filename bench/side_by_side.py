@@ -3,7 +3,7 @@
 
     python3 bench/side_by_side.py --peer PATH/kv_append_triton.py \\
         --bundle BUILD/bench/bench.bundle.json [--bundle more.bundle.json] \\
-        [--kernel bench_paged_nhd] [--kvrt-lib BUILD/lib/libkvrt.so] [--quick] \\
+        [--kernel KERNEL] [--kvrt-lib BUILD/lib/libkvrt.so] [--quick] \\
         [--out OUT_DIR]
 
 In one process, on the same data (random bf16 rows, 1 GiB K and V caches, far
@@ -30,6 +30,10 @@ import os
 import random
 import sys
 
+# The one layout the peer writes (vLLM's flash cache, NHD in memory), and
+# bench/bench.mlir's kernel of it (named bench_<layout>).
+PEER_LAYOUT = "paged_nhd"
+DEFAULT_KERNEL = "bench_" + PEER_LAYOUT
 DECODE_TOKENS = [1, 32, 128, 512]
 PREFILL_TOKENS = [4096, 16384, 65536]
 PREFILL_REQUEST_TOKENS = 1024
@@ -73,7 +77,8 @@ def parse_args(argv):
     parser.add_argument("--bundle", action="append", default=[],
                         help="a kvgen bundle; repeat for several")
     parser.add_argument("--kernel", action="append", default=[],
-                        help="a kernel to compare (default bench_paged_nhd); "
+                        help="a kernel to compare (default %s); "
+                             % DEFAULT_KERNEL +
                              "repeat for several; one that no bundle has is "
                              "skipped with a message")
     parser.add_argument("--kvrt-lib",
@@ -94,7 +99,7 @@ def parse_args(argv):
     if not args.bundle:
         parser.error("--bundle is required (a kvgen bundle with the kernel)")
     if not args.kernel:
-        args.kernel = ["bench_paged_nhd"]
+        args.kernel = [DEFAULT_KERNEL]
     bad = [t for t in args.prefill if t % PREFILL_REQUEST_TOKENS]
     if bad:
         parser.error("prefill sizes must be multiples of %d tokens (requests "
@@ -135,8 +140,9 @@ def description_from_manifest(entry):
 def unsupported(desc):
     """Why the peer cannot do this description ('' if it can): it appends
     bf16 into a paged NHD cache, bf16 or fp8 e4m3 with one static scale."""
-    if desc["layout"] != "paged_nhd":
-        return "the peer writes paged_nhd caches only, not %s" % desc["layout"]
+    if desc["layout"] != PEER_LAYOUT:
+        return "the peer writes %s caches only, not %s" % (PEER_LAYOUT,
+                                                           desc["layout"])
     if desc["source_dtype"] != "bf16":
         return "the peer is fed bf16, not %s" % desc["source_dtype"]
     quant = desc["quant"]

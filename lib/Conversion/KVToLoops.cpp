@@ -36,8 +36,8 @@ using namespace kvgen::detail;
 Value KernelBuilder::cacheChunkOffset(const CacheStrides &s, Value head,
                                       Value d, bool isKey) {
   Value off = mul(head, s.head);
-  if (cache.getLayout() == kv::LayoutKind::VllmVectorized && isKey) {
-    // [nb, H, D/x, bs, x]: d picks a 16-byte group and an element in it.
+  if (cacheSideHasX(isKey)) {
+    // [..., D/x, ..., x]: d picks a 16-byte group and an element in it.
     int64_t x = cache.getX();
     return add(off, add(mul(divConst(d, x), s.dim), remConst(d, x)));
   }
@@ -129,11 +129,10 @@ void KernelBuilder::storeChunkAt(ArrayRef<Value> chunk, Value memref,
         llvm::MaybeAlign(vec * kv::getElementBytes(cache.getDtype())));
     return;
   }
-  // Element e of the chunk is d0 + e. A chunk never crosses an x group of
-  // the vllm_vectorized key cache (vec divides x), so there consecutive
-  // elements are adjacent; elsewhere they are s_dim apart.
-  bool packedKey = cache.getLayout() == kv::LayoutKind::VllmVectorized && isKey;
-  Value step = packedKey ? i64(1) : s.dim;
+  // Element e of the chunk is d0 + e. A chunk never crosses an x group of a
+  // side with x (vec divides x), so there consecutive elements are
+  // adjacent; elsewhere they are s_dim apart.
+  Value step = cacheSideHasX(isKey) ? i64(1) : s.dim;
   for (int64_t e = 0; e < vec; ++e) {
     Value elt = plan.variant == KernelVariant::Vector
                     ? Value(vector::ExtractOp::create(b, chunk.front(), e))
@@ -154,8 +153,7 @@ KernelBuilder::loadCacheChunk(Value memref, const CacheStrides &s, Value block,
         b, VectorType::get({vec}, elt), memref, ValueRange{toIndex(base)},
         /*nontemporal=*/false,
         llvm::MaybeAlign(vec * kv::getElementBytes(elt)))};
-  bool packedKey = cache.getLayout() == kv::LayoutKind::VllmVectorized && isKey;
-  Value step = packedKey ? i64(1) : s.dim;
+  Value step = cacheSideHasX(isKey) ? i64(1) : s.dim;
   SmallVector<Value> out;
   for (int64_t e = 0; e < vec; ++e) {
     Value idx = e == 0 ? base : add(base, mul(i64(e), step));

@@ -166,7 +166,7 @@ private:
   }
 
   /// Offset of element (block, head, pos, d) in a cache; `isKey` selects the
-  /// key or value half of layouts that differ (vllm_vectorized).
+  /// key or value side of layouts whose sides differ (Layouts.def).
   Value cacheOffset(const CacheStrides &s, Value block, Value head, Value pos,
                     Value d, bool isKey) {
     return cacheSlotOffset(s, block, pos, cacheChunkOffset(s, head, d, isKey));
@@ -181,9 +181,13 @@ private:
   }
   /// Offset of element (t, head, d0) in a source or gather output.
   Value sourceOffset(const SourceStrides &s, Value t, Value head, Value d0);
-  /// Whether a chunk's elements are contiguous in this cache.
+  /// Whether a chunk's elements are contiguous in this cache side.
   bool cacheChunkContiguous(bool isKey) const {
-    return !(cache.getLayout() == kv::LayoutKind::VllmVectorized && !isKey);
+    return cache.getLayoutInfo().chunkContiguous(/*isValue=*/!isKey);
+  }
+  /// Whether this cache side splits head_dim into groups of x elements.
+  bool cacheSideHasX(bool isKey) const {
+    return cache.getLayoutInfo().hasX(/*isValue=*/!isKey);
   }
 
   /// Loads one chunk of a source tensor as it is: a vector for the vector

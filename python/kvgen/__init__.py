@@ -5,8 +5,8 @@
                                       slot_mapping, "auto", k_scale, v_scale)
 
     bundle = kvgen.Bundle.load("kernels.json")          # made ahead of time
-    bundle = kvgen.compile(layout="paged_nhd", block_size=16, num_kv_heads=8,
-                           head_dim=128, dtype="bf16")  # cached on disk
+    bundle = kvgen.compile(block_size=16, num_kv_heads=8, head_dim=128,
+                           dtype="bf16")                 # cached on disk
 
 The runtime is kvrt (C ABI, through ctypes); tensors are anything with
 __dlpack__. See docs/PYTHON.md.

@@ -250,8 +250,9 @@ class Bundle:
     def append(self, key, value, slot_mapping, key_cache, value_cache, *,
                kernel=None, variant="auto", key_scale=None, value_scale=None,
                key_scale_cache=None, value_scale_cache=None, stream=None):
-        """kvrt_append: K/V rows into the caches through slot_mapping. For
-        dual_stacked, key_cache is the stacked tensor and value_cache None."""
+        """kvrt_append: K/V rows into the caches through slot_mapping. For a
+        stacked layout (K and V in one tensor), key_cache is that tensor and
+        value_cache None."""
         keep = []
         objs = (key, value, slot_mapping, key_cache, value_cache, key_scale,
                 value_scale, key_scale_cache, value_scale_cache)

@@ -73,10 +73,19 @@ def normalize_quant(quant, cache_dtype=None):
     return tuple(parts)
 
 
-def describe(layout="paged_nhd", block_size=16, num_kv_heads=8, head_dim=128,
+# vLLM's [num_blocks, block_size, num_kv_heads, head_dim] caches, token-major
+# (NHD) or head-major (HND) in memory: the layouts the adapters of ops.py
+# produce, and describe's default. Every other layout is kvgen's to know
+# (include/kvgen/ABI/Layouts.def): an unknown name is its diagnostic.
+_VLLM_LAYOUTS = {"NHD": "paged_nhd", "HND": "paged_hnd"}
+
+
+def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_dim=128,
              dtype="bf16", cache_dtype=None, quant=None, max_seq_len=None,
              kernels=_KERNELS, name="kv"):
-    """The kv module text (kvgen's input) of one cache description."""
+    """The kv module text (kvgen's input) of one cache description. A
+    layout without blocks takes max_seq_len instead of block_size (kvgen
+    says which)."""
     src = _dtype(dtype, _SOURCE_DTYPES, "dtype")
     q = normalize_quant(quant, _dtype(cache_dtype, list(_CACHE_DTYPES.values()),
                                       "cache_dtype") if cache_dtype else None)
@@ -85,9 +94,7 @@ def describe(layout="paged_nhd", block_size=16, num_kv_heads=8, head_dim=128,
     else:
         cache = _dtype(cache_dtype, list(_CACHE_DTYPES.values()),
                        "cache_dtype")
-    if layout == "contiguous":
-        if not max_seq_len:
-            raise ValueError("the contiguous layout needs max_seq_len")
+    if max_seq_len:
         extent = "max_seq_len = %d" % int(max_seq_len)
     else:
         extent = "block_size = %d" % int(block_size)

@@ -102,6 +102,11 @@ def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
     return bundle, name
 
 
+def _vllm_layout(hnd):
+    """kvgen's name of vLLM's cache layout, HND in memory or NHD."""
+    return compiler._VLLM_LAYOUTS["HND" if hnd else "NHD"]
+
+
 def _cache_layout(kc, vc, names):
     """Whether a [nb, bs, H, D] cache (vLLM's logical shape) is HND in
     memory, from its strides; K and V must agree."""
@@ -160,7 +165,7 @@ def _flash_plan(key, k, kc, vc, kv_cache_dtype):
     hnd = _cache_layout(kc, vc, ("key_cache", "value_cache"))
     plan = _Plan()
     plan.bundle, plan.kernel = _kernel_for(
-        "append", kc[1:3], "paged_hnd" if hnd else "paged_nhd", bs, heads,
+        "append", kc[1:3], _vllm_layout(hnd), bs, heads,
         head_dim, source, cache, quant)
     plan.hnd = hnd
     plan.quantized = quant is not None
@@ -370,7 +375,7 @@ def _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
                        "or bfloat16", source, cache)
         plan = _Plan()
         plan.bundle, plan.kernel = _kernel_for(
-            "fused_append", kc[1:3], "paged_hnd" if hnd else "paged_nhd", page,
+            "fused_append", kc[1:3], _vllm_layout(hnd), page,
             heads, kc[5][3], source, cache, None)
         plan.hnd, plan.quantized, plan.block_size = hnd, False, page
         with _plans_lock:

@@ -3,7 +3,7 @@
     python -m kvgen precompile --cache-dir DIR --model config.json --tp 1,2
     python -m kvgen precompile --cache-dir DIR --num-kv-heads 8 \\
         --head-dim 128 --block-size 16 --dtypes bf16,f16 \\
-        --layouts paged_nhd,paged_hnd --kv-cache-dtypes auto,fp8
+        --kv-cache-dtypes auto,fp8
 
 Every combination of the lists is compiled (the kernels the ops look up:
 append, slot_mapping and fused_append of one description). A model config is
@@ -87,7 +87,9 @@ def main(argv=None):
     p.add_argument("--dtypes", default=None,
                    help="K/V dtypes, e.g. bf16,f16,f32 (default: the model's, "
                    "else bf16)")
-    p.add_argument("--layouts", default="paged_nhd,paged_hnd")
+    p.add_argument("--layouts", default=",".join(
+        compiler._VLLM_LAYOUTS.values()),
+        help="kvgen layout names (default: vLLM's, NHD and HND)")
     p.add_argument("--kv-cache-dtypes", default="auto",
                    help="auto,fp8,fp8_e4m3,fp8_e5m2")
     p.add_argument("--target", default="gpu", help="gpu,host")

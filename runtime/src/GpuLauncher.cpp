@@ -125,7 +125,7 @@ Status GpuLauncher::checkPointers(const CudaDriver &driver,
   int device = plan.device.device_id;
   for (int i = 0; i < plan.numBuffers; ++i) {
     const TensorView &view = plan.buffers[i];
-    // The V view of a dual_stacked cache is the K view's tensor.
+    // The V view of a stacked cache is the K view's tensor.
     if (view.extent == 0 ||
         (i > 0 && view.tensor == plan.buffers[i - 1].tensor))
       continue;

@@ -54,12 +54,13 @@ struct QuantDescription {
 };
 
 struct CacheDescription {
-  Layout layout = Layout::PagedNHD;
-  /// Slots per block; max_seq_len for the contiguous layout.
+  /// Set from the bundle; its traits are abi::layoutInfo(layout).
+  Layout layout = {};
+  /// Slots per block; max_seq_len for a layout that is not paged.
   int64_t blockSize = 0;
   int64_t numKvHeads = 0;
   int64_t headDim = 0;
-  /// Elements of the vllm_vectorized key cache's innermost dimension.
+  /// Elements of an x group (16 bytes), for a layout with an X axis; else 0.
   int64_t x = 0;
   DType dtype = DType::BF16;
   bool quantized = false;

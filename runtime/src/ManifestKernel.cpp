@@ -72,11 +72,12 @@ static Status parseQuant(const FieldReader &cache, const json &object,
                       quant.field("mode").c_str(),
                       abi::granularityName(q.granularity));
   if (q.granularity == ScaleGranularity::PerBlock &&
-      out->layout == Layout::Contiguous)
+      !abi::layoutInfo(out->layout).paged())
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
                       "bundle: %s: per_block scales need a paged layout, not "
-                      "contiguous",
-                      quant.field("granularity").c_str());
+                      "%s",
+                      quant.field("granularity").c_str(),
+                      layoutName(out->layout));
   return Status();
 }
 
@@ -92,23 +93,26 @@ static Status parseKOnly(const FieldReader &cache, CacheDescription *out) {
     FieldReader latent(*object, cache.field("latent"));
     KVRT_RETURN_IF_ERROR(latent.getPositive("kv_lora_rank", &out->kvLoraRank));
     KVRT_RETURN_IF_ERROR(latent.getPositive("rope_dim", &out->ropeDim));
-    if (out->layout != Layout::PagedNHD || out->numKvHeads != 1 ||
+    if (!abi::layoutInfo(out->layout).tokenMajor() || out->numKvHeads != 1 ||
         out->kvLoraRank + out->ropeDim != out->headDim)
       return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s: a latent cache is paged_nhd with "
+                        "bundle: %s: a latent cache is %s with "
                         "num_kv_heads 1 and head_dim kv_lora_rank + rope_dim "
                         "(%lld + %lld), got %s, %lld and %lld",
                         cache.field("latent").c_str(),
+                        abi::layoutNamesWhere([](const abi::LayoutInfo &l) {
+                          return l.tokenMajor();
+                        }).c_str(),
                         static_cast<long long>(out->kvLoraRank),
                         static_cast<long long>(out->ropeDim),
                         layoutName(out->layout),
                         static_cast<long long>(out->numKvHeads),
                         static_cast<long long>(out->headDim));
   }
-  if (!out->hasValue() && out->layout == Layout::DualStacked)
+  if (!out->hasValue() && abi::layoutInfo(out->layout).stacked())
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s: a K-only cache cannot be dual_stacked",
-                      cache.field("layout").c_str());
+                      "bundle: %s: a K-only cache cannot be %s",
+                      cache.field("layout").c_str(), layoutName(out->layout));
   return Status();
 }
 
@@ -129,8 +133,8 @@ static Status parseCache(const FieldReader &kernel, const json &object,
                       nameList(abi::kLayoutNames).c_str());
 
   // Any block size: a power of two only lets the kernel use a shift.
-  const char *blockKey =
-      out->layout == Layout::Contiguous ? "max_seq_len" : "block_size";
+  const abi::LayoutInfo &info = abi::layoutInfo(out->layout);
+  const char *blockKey = info.tokensName();
   KVRT_RETURN_IF_ERROR(cache.getPositive(blockKey, &out->blockSize));
   KVRT_RETURN_IF_ERROR(cache.getPositive("num_kv_heads", &out->numKvHeads));
   KVRT_RETURN_IF_ERROR(cache.getPositive("head_dim", &out->headDim));
@@ -165,7 +169,7 @@ static Status parseCache(const FieldReader &kernel, const json &object,
                       "f8e5m2 or i8",
                       cache.field("dtype").c_str(), quote(dtype).c_str());
 
-  if (out->layout == Layout::VllmVectorized) {
+  if (info.hasX()) {
     KVRT_RETURN_IF_ERROR(cache.getPositive("x", &out->x));
     if (out->headDim % out->x != 0)
       return invalid("x", "must divide head_dim");
@@ -236,12 +240,11 @@ static std::string manifestJson(const KernelDescription &kernel) {
     const CacheDescription &cache = kernel.cache;
     json object = {
         {"layout", layoutName(cache.layout)},
-        {cache.layout == Layout::Contiguous ? "max_seq_len" : "block_size",
-         cache.blockSize},
+        {abi::layoutInfo(cache.layout).tokensName(), cache.blockSize},
         {"num_kv_heads", cache.numKvHeads},
         {"head_dim", cache.headDim},
         {"dtype", dtypeName(cache.dtype)}};
-    if (cache.layout == Layout::VllmVectorized)
+    if (abi::layoutInfo(cache.layout).hasX())
       object["x"] = cache.x;
     if (cache.quantized)
       object["quant"] = {
@@ -372,17 +375,14 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
                                           /*required=*/false));
   if (isVector) {
     // A vector never straddles two heads (or two x-groups).
-    int64_t group = out->cache.layout == Layout::VllmVectorized
-                        ? out->cache.x
-                        : out->cache.headDim;
+    bool hasX = abi::layoutInfo(out->cache.layout).hasX();
+    int64_t group = hasX ? out->cache.x : out->cache.headDim;
     if (group % out->vectorElems != 0)
       return KVRT_ERROR(
           KVRT_ERROR_INVALID_BUNDLE, "bundle: %s (%lld) must divide %s (%lld)",
           kernel.field("vector_elems").c_str(),
           static_cast<long long>(out->vectorElems),
-          out->cache.layout == Layout::VllmVectorized ? "cache.x"
-                                                      : "cache.head_dim",
-          static_cast<long long>(group));
+          hasX ? "cache.x" : "cache.head_dim", static_cast<long long>(group));
     // Nor the two parts of a latent entry.
     if (out->cache.latent && out->cache.kvLoraRank % out->vectorElems != 0)
       return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,

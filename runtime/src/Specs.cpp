@@ -73,6 +73,50 @@ const IndexSpecs &indexSpecs() {
   return specs;
 }
 
+namespace {
+/// The shape texts of every layout's caches and scale caches, built once
+/// from the axes: "[num_blocks, block_size, num_kv_heads, head_dim]
+/// (<layout>)"; a layout whose sides differ says "key cache" or "value
+/// cache".
+struct ShapeTexts {
+  std::string cache[abi::kNumLayouts][2];
+  /// By per_token_head or not.
+  std::string scaleCache[abi::kNumLayouts][2];
+
+  ShapeTexts() {
+    for (size_t l = 0; l < abi::kNumLayouts; ++l) {
+      const abi::LayoutInfo &layout = abi::layoutInfo(static_cast<Layout>(l));
+      for (int isValue = 0; isValue < 2; ++isValue) {
+        const abi::CacheAxes &axes = layout.axes(isValue);
+        std::string text = "[";
+        for (int i = 0; i < axes.rank; ++i) {
+          text += i ? ", " : "";
+          text += axes[i] == abi::Axis::Side
+                      ? "2"
+                      : abi::axisName(axes[i], layout.paged());
+        }
+        text += formatString("] (%s", layout.name);
+        if (!(layout.key == layout.value))
+          text += isValue ? " value cache" : " key cache";
+        cache[l][isValue] = text + ")";
+      }
+      for (int perHead = 0; perHead < 2; ++perHead)
+        scaleCache[l][perHead] =
+            formatString("[%s, %s%s] (f32, scale cache)", layout.blocksName(),
+                         layout.tokensName(), perHead ? ", num_kv_heads" : "");
+    }
+  }
+};
+const ShapeTexts &shapeTexts() {
+  static const ShapeTexts texts;
+  return texts;
+}
+} // namespace
+
+static const char *cacheShapeText(Layout layout, bool isValue) {
+  return shapeTexts().cache[static_cast<size_t>(layout)][isValue].c_str();
+}
+
 static TensorSpec cacheSpec(const char *name, const KernelDescription &kernel,
                             bool isValue) {
   const CacheDescription &cache = kernel.cache;
@@ -92,63 +136,22 @@ static TensorSpec cacheSpec(const char *name, const KernelDescription &kernel,
       ++spec.rank;
     }
   };
-  int64_t heads = cache.numKvHeads, dim = cache.headDim,
-          block = cache.blockSize;
   if (cache.latent) {
     // vLLM's MLA cache: the one head is not a dimension.
     set("[num_blocks, block_size, kv_lora_rank + rope_dim] (latent)",
         {{"num_blocks", -1},
-         {"block_size", block},
-         {"kv_lora_rank + rope_dim", dim}});
+         {"block_size", cache.blockSize},
+         {"kv_lora_rank + rope_dim", cache.headDim}});
     return spec;
   }
-  switch (cache.layout) {
-  case Layout::Contiguous:
-    set("[batch, num_kv_heads, max_seq_len, head_dim] (contiguous)",
-        {{"batch", -1},
-         {"num_kv_heads", heads},
-         {"max_seq_len", block},
-         {"head_dim", dim}});
-    break;
-  case Layout::PagedNHD:
-    set("[num_blocks, block_size, num_kv_heads, head_dim] (paged_nhd)",
-        {{"num_blocks", -1},
-         {"block_size", block},
-         {"num_kv_heads", heads},
-         {"head_dim", dim}});
-    break;
-  case Layout::PagedHND:
-    set("[num_blocks, num_kv_heads, block_size, head_dim] (paged_hnd)",
-        {{"num_blocks", -1},
-         {"num_kv_heads", heads},
-         {"block_size", block},
-         {"head_dim", dim}});
-    break;
-  case Layout::VllmVectorized:
-    if (isValue)
-      set("[num_blocks, num_kv_heads, head_dim, block_size] (vllm_vectorized "
-          "value cache)",
-          {{"num_blocks", -1},
-           {"num_kv_heads", heads},
-           {"head_dim", dim},
-           {"block_size", block}});
-    else
-      set("[num_blocks, num_kv_heads, head_dim/x, block_size, x] "
-          "(vllm_vectorized key cache)",
-          {{"num_blocks", -1},
-           {"num_kv_heads", heads},
-           {"head_dim/x", dim / cache.x},
-           {"block_size", block},
-           {"x", cache.x}});
-    break;
-  case Layout::DualStacked:
-    set("[num_blocks, 2, num_kv_heads, block_size, head_dim] (dual_stacked)",
-        {{"num_blocks", -1},
-         {"K/V index", 2},
-         {"num_kv_heads", heads},
-         {"block_size", block},
-         {"head_dim", dim}});
-    break;
+  const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
+  const abi::CacheAxes &axes = layout.axes(isValue);
+  spec.shapeText = cacheShapeText(cache.layout, isValue);
+  spec.rank = axes.rank;
+  for (int i = 0; i < axes.rank; ++i) {
+    spec.dimNames[i] = abi::axisName(axes[i], layout.paged());
+    spec.dims[i] = abi::axisExtent(axes[i], -1, cache.numKvHeads,
+                                   cache.blockSize, cache.headDim, cache.x);
   }
   return spec;
 }
@@ -202,11 +205,11 @@ static TensorSpec scaleCacheSpec(const char *name,
   spec.kernel = kernel.name.c_str();
   spec.compact = true;
   const CacheDescription &cache = kernel.cache;
-  bool contiguous = cache.layout == Layout::Contiguous;
+  const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
   bool perHead = cache.quant.granularity == ScaleGranularity::PerTokenHead;
-  spec.dimNames[0] = contiguous ? "batch" : "num_blocks";
+  spec.dimNames[0] = layout.blocksName();
   spec.dims[0] = -1;
-  spec.dimNames[1] = contiguous ? "max_seq_len" : "block_size";
+  spec.dimNames[1] = layout.tokensName();
   spec.dims[1] = cache.blockSize;
   spec.rank = 2;
   if (perHead) {
@@ -214,13 +217,9 @@ static TensorSpec scaleCacheSpec(const char *name,
     spec.dims[2] = cache.numKvHeads;
     spec.rank = 3;
   }
-  spec.shapeText =
-      contiguous
-          ? (perHead ? "[batch, max_seq_len, num_kv_heads] (f32, scale cache)"
-                     : "[batch, max_seq_len] (f32, scale cache)")
-          : (perHead ? "[num_blocks, block_size, num_kv_heads] (f32, scale "
-                       "cache)"
-                     : "[num_blocks, block_size] (f32, scale cache)");
+  spec.shapeText = shapeTexts()
+                       .scaleCache[static_cast<size_t>(cache.layout)][perHead]
+                       .c_str();
   return spec;
 }
 

@@ -375,8 +375,9 @@ Status checkDisjoint(const TensorView &written, const TensorView &other) {
                     reinterpret_cast<void *>(other.end()));
 }
 
-/// The K (index 0) or V (index 1) view of a dual_stacked cache: dimension 1
-/// dropped, the first element moved to the V half.
+/// The K (index 0) or V (index 1) view of a stacked cache: dimension 1 (the
+/// Side axis, second in every stacked layout: abi::isWellFormed) dropped,
+/// the first element moved to the V half.
 void stackedView(const TensorView &stacked, int index, const char *name,
                  TensorView *view) {
   *view = stacked;

@@ -44,7 +44,7 @@ struct TensorSpec {
   bool compact = false;
 };
 
-/// One validated tensor, or the K or V view of a dual_stacked cache. Left
+/// One validated tensor, or the K or V view of a stacked cache. Left
 /// uninitialized by default: a launch fills only what it uses.
 struct TensorView {
   const char *name;
@@ -83,8 +83,8 @@ std::string describeDevice(DLDevice device);
 /// "bf16", "f16", "u8", or "code 7, 16 bits" for what kvrt does not name.
 std::string describeDType(DLDataType dtype);
 
-/// The K (index 0) or V (index 1) view of a dual_stacked cache
-/// [num_blocks, 2, H, bs, D]: dimension 1 dropped.
+/// The K (index 0) or V (index 1) view of a stacked cache (a Side axis,
+/// Layouts.def) [num_blocks, 2, ...]: dimension 1 dropped.
 void stackedView(const TensorView &stacked, int index, const char *name,
                  TensorView *view);
 

@@ -31,27 +31,19 @@ struct ParamValues {
 } // namespace
 
 /// The four stride scalars (block, head, pos, dim) of a cache view, per
-/// docs/KERNEL-ABI.md's offset table.
+/// docs/KERNEL-ABI.md's offset table: read at the layout's axes (of the K or
+/// V view, for a stacked cache).
 static void setCacheStrides(ParamValues *values, const CacheDescription &cache,
                             bool isValue, const TensorView &view) {
   const int64_t *s = view.strides;
-  int64_t block = s[0], head = s[1], pos = s[2], dim = s[3];
-  Layout layout = cache.layout;
-  if (cache.latent) // [nb, bs, entry]: one head
-    head = 0, pos = s[1], dim = s[2];
-  else
-    switch (layout) {
-    case Layout::PagedNHD: // [nb, bs, H, D]
-      head = s[2], pos = s[1];
-      break;
-    case Layout::VllmVectorized: // K [nb, H, D/x, bs, x]; V [nb, H, D, bs]
-      pos = s[3], dim = s[2];
-      break;
-    case Layout::Contiguous:  // [B, H, S, D]
-    case Layout::PagedHND:    // [nb, H, bs, D]
-    case Layout::DualStacked: // view [nb, H, bs, D]
-      break;
-    }
+  int64_t block, head, pos, dim;
+  if (cache.latent) { // [nb, bs, entry]: one head
+    block = s[0], head = 0, pos = s[1], dim = s[2];
+  } else {
+    abi::CacheAxes axes = abi::layoutInfo(cache.layout).axes(isValue).view();
+    block = s[axes.blockAxis()], head = s[axes.headAxis()],
+    pos = s[axes.posAxis()], dim = s[axes.dimAxis()];
+  }
   values->set(isValue ? Param::ValueCacheStrideBlock
                       : Param::KeyCacheStrideBlock,
               block);
@@ -105,8 +97,8 @@ static Status packInAbiOrder(const KernelDescription &kernel,
     plan->queryStartLoc = at(Param::QueryStartLoc);
     plan->contextLens = at(Param::ContextLens);
   }
-  // The vector variant moves these 16 bytes at a time; the vllm_vectorized
-  // value cache is written element by element.
+  // The vector variant moves these 16 bytes at a time; a cache side whose
+  // head_dim elements are not adjacent is written element by element.
   bool gather = kernel.kind == KernelKind::Gather;
   bool withValue = kernel.cache.hasValue();
   if (kernel.kind == KernelKind::MlaAppend) {
@@ -120,7 +112,8 @@ static Status packInAbiOrder(const KernelDescription &kernel,
       plan->promised[plan->numPromised++] =
           at(gather ? Param::ValueOut : Param::Value);
     plan->promised[plan->numPromised++] = at(Param::KeyCache);
-    if (withValue && kernel.cache.layout != Layout::VllmVectorized)
+    if (withValue &&
+        abi::layoutInfo(kernel.cache.layout).chunkContiguous(/*isValue=*/true))
       plan->promised[plan->numPromised++] = at(Param::ValueCache);
   }
   return Status();
@@ -141,8 +134,8 @@ namespace {
 /// The tensors of an append-like launch other than its rows and indices.
 struct CacheViews {
   TensorView key, value;
-  /// What was passed, for the range checks: the stacked tensor once for
-  /// dual_stacked, else the two caches.
+  /// What was passed, for the range checks: the stacked tensor once for a
+  /// stacked layout, else the two caches.
   TensorView stacked;
   const TensorView *whole[2];
   int numWhole = 0;
@@ -165,13 +158,14 @@ static Status checkCaches(const KernelDescription &kernel,
                           const OperationSpecs &specs, const DLTensor *keyCache,
                           const DLTensor *valueCache, CacheViews *out) {
   const CacheDescription &cache = kernel.cache;
-  if (cache.layout == Layout::DualStacked) {
+  const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
+  if (layout.stacked()) {
     if (valueCache)
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "value_cache: must be NULL for the dual_stacked layout "
-                        "of '%s': key_cache holds K at index 0 and V at index "
-                        "1 of its second dimension",
-                        kernel.name.c_str());
+                        "value_cache: must be NULL for the %s layout of '%s': "
+                        "key_cache holds K at index 0 and V at index 1 of its "
+                        "second dimension",
+                        layout.name, kernel.name.c_str());
     KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->stacked));
     stackedView(out->stacked, 0, "key_cache[:, 0]", &out->key);
     stackedView(out->stacked, 1, "key_cache[:, 1]", &out->value);
@@ -190,9 +184,8 @@ static Status checkCaches(const KernelDescription &kernel,
   KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->key));
   KVRT_RETURN_IF_ERROR(checkTensor(valueCache, specs.valueCache, &out->value));
   KVRT_RETURN_IF_ERROR(checkSameDevice(out->key, out->value));
-  KVRT_RETURN_IF_ERROR(checkSameExtent(
-      out->key, 0, out->value, 0,
-      cache.layout == Layout::Contiguous ? "batch" : "num_blocks"));
+  KVRT_RETURN_IF_ERROR(
+      checkSameExtent(out->key, 0, out->value, 0, layout.blocksName()));
   KVRT_RETURN_IF_ERROR(checkDisjoint(out->key, out->value));
   out->whole[0] = &out->key;
   out->whole[1] = &out->value;
@@ -267,8 +260,7 @@ static Status checkScales(const KernelDescription &kernel,
     if (i >= 2) {
       // One scale per slot: the scale cache has the cache's blocks.
       KVRT_RETURN_IF_ERROR(checkSameExtent(
-          cacheView, 0, view, 0,
-          cache.layout == Layout::Contiguous ? "batch" : "num_blocks"));
+          cacheView, 0, view, 0, abi::layoutInfo(cache.layout).blocksName()));
     } else if (cache.quant.granularity == ScaleGranularity::PerToken ||
                cache.quant.granularity == ScaleGranularity::PerTokenHead) {
       KVRT_RETURN_IF_ERROR(checkSameExtent(rows, 0, view, 0, "num_tokens"));

@@ -72,15 +72,18 @@ cl::opt<bool> driver::verifyDiagnostics(
     cl::init(false), cl::cat(kvgenCategory));
 
 // Description flags.
-static cl::opt<std::string> layoutFlag("layout",
-                                       cl::desc("Cache layout (default "
-                                                "paged_nhd)"),
+// cl::desc keeps a StringRef: the text lives as long as the flag.
+static const std::string layoutHelp = std::string("Cache layout (default ") +
+                                      abi::layoutName(abi::kDefaultLayout) +
+                                      ")";
+static cl::opt<std::string> layoutFlag("layout", cl::desc(layoutHelp),
                                        cl::cat(descCategory));
 static cl::opt<int64_t> blockSizeFlag("block-size",
                                       cl::desc("Block size (paged layouts)"),
                                       cl::init(16), cl::cat(descCategory));
 static cl::opt<int64_t>
-    maxSeqLenFlag("max-seq-len", cl::desc("max_seq_len (contiguous layout)"),
+    maxSeqLenFlag("max-seq-len",
+                  cl::desc("max_seq_len (a layout without blocks)"),
                   cl::init(0), cl::cat(descCategory));
 static cl::opt<int64_t> numKvHeadsFlag("num-kv-heads", cl::desc("KV heads"),
                                        cl::init(8), cl::cat(descCategory));
@@ -138,7 +141,16 @@ static FailureOr<std::string> refuseText(const llvm::Twine &message) {
 }
 
 static std::string layoutName() {
-  return layoutFlag.empty() ? std::string("paged_nhd") : layoutFlag.getValue();
+  return layoutFlag.empty() ? std::string(abi::layoutName(abi::kDefaultLayout))
+                            : layoutFlag.getValue();
+}
+
+/// Whether --layout names a layout that is not paged (it takes
+/// --max-seq-len); an unknown name is refused later, by its own message.
+static bool layoutHasRows() {
+  abi::Layout layout;
+  return abi::parseLayout(layoutName(), &layout) &&
+         !abi::layoutInfo(layout).paged();
 }
 
 static bool isCIdentifier(StringRef name) {
@@ -163,12 +175,15 @@ LogicalResult driver::checkFlags() {
     return refuse("--name=" + nameFlag +
                   ": expected a C identifier (letters, digits and _, not "
                   "starting with a digit)");
-  if (maxSeqLenFlag.getNumOccurrences() && layoutName() != "contiguous")
-    return refuse("--max-seq-len is for --layout=contiguous; the " +
-                  layoutName() + " layout takes --block-size");
-  if (blockSizeFlag.getNumOccurrences() && layoutName() == "contiguous")
-    return refuse("--block-size is for paged layouts; --layout=contiguous "
-                  "takes --max-seq-len");
+  if (maxSeqLenFlag.getNumOccurrences() && !layoutHasRows())
+    return refuse("--max-seq-len is for --layout=" +
+                  abi::layoutNamesWhere([](const abi::LayoutInfo &layout) {
+                    return !layout.paged();
+                  }) +
+                  "; the " + layoutName() + " layout takes --block-size");
+  if (blockSizeFlag.getNumOccurrences() && layoutHasRows())
+    return refuse("--block-size is for paged layouts; --layout=" +
+                  layoutName() + " takes --max-seq-len");
   if (emit == Stage::SharedLib && target != Target::Host)
     return refuse("--emit=shared-lib needs --target=host");
   if (target == Target::Host &&
@@ -244,7 +259,7 @@ static FailureOr<std::string> parseDType(StringRef flag, StringRef value) {
 
 FailureOr<std::string> driver::descriptionFromFlags() {
   std::string layout = layoutName();
-  abi::Layout layoutId;
+  abi::Layout layoutId = abi::kDefaultLayout;
   if (failed(parseABI("layout", layout, abi::kLayoutNames, &layoutId)))
     return failure();
   FailureOr<std::string> dtype = parseDType("dtype", dtypeFlag);
@@ -286,7 +301,7 @@ FailureOr<std::string> driver::descriptionFromFlags() {
   std::string cache;
   llvm::raw_string_ostream os(cache);
   os << "!kv.cache<layout = " << layout << ", ";
-  if (layoutId == abi::Layout::Contiguous)
+  if (!abi::layoutInfo(layoutId).paged())
     os << "max_seq_len = " << maxSeqLenFlag << ", ";
   else
     os << "block_size = " << blockSizeFlag << ", ";

@@ -6,7 +6,7 @@
 //
 //   kvgen                                   the default kernels, as a bundle
 //   kvgen desc.mlir --emit=ptx -o k.ptx
-//   kvgen --layout=paged_hnd --block-size=32 --dtype=f16 --emit=loops
+//   kvgen --layout=NAME --block-size=32 --dtype=f16 --emit=loops
 //
 // Nothing is written unless the whole compilation succeeds.
 //

@@ -26,7 +26,7 @@ namespace kvgen::abi {
 inline constexpr int kBundleVersion = 3;
 
 enum class Layout {
-#define KVGEN_ABI_LAYOUT(Id, Name) Id,
+#define KVGEN_ABI_LAYOUT(Id, Name, KeyAxes, ValueAxes) Id,
 #include "kvgen/ABI/Layouts.def"
 };
 
@@ -109,7 +109,7 @@ inline constexpr KernelParam kKernelParams[] = {
 
 constexpr const char *layoutName(Layout layout) {
   switch (layout) {
-#define KVGEN_ABI_LAYOUT(Id, Name)                                             \
+#define KVGEN_ABI_LAYOUT(Id, Name, KeyAxes, ValueAxes)                         \
   case Layout::Id:                                                             \
     return Name;
 #include "kvgen/ABI/Layouts.def"
@@ -216,7 +216,7 @@ constexpr bool parseName(const char *const (&names)[N], std::string_view name,
 }
 
 inline constexpr const char *kLayoutNames[] = {
-#define KVGEN_ABI_LAYOUT(Id, Name) Name,
+#define KVGEN_ABI_LAYOUT(Id, Name, KeyAxes, ValueAxes) Name,
 #include "kvgen/ABI/Layouts.def"
 };
 inline constexpr const char *kDTypeNames[] = {
@@ -357,5 +357,7 @@ static_assert(
     "kParams must list the parameters in the order of enum Param");
 
 } // namespace kvgen::abi
+
+#include "kvgen/ABI/LayoutInfo.h"
 
 #endif // KVGEN_ABI_ABI_H

@@ -104,8 +104,9 @@ typedef enum kvrt_variant {
 
 /* Append new K/V rows into the cache through `slot_mapping`.
  * `kernel` names the description (its vector variant's name); NULL picks the
- * bundle's only append description. For dual_stacked, `key_cache` is the
- * [num_blocks, 2, H, bs, D] tensor and `value_cache` must be NULL.
+ * bundle's only append description. For a stacked layout (K and V in one
+ * tensor, docs/KERNEL-ABI.md), `key_cache` is the [num_blocks, 2, ...]
+ * tensor and `value_cache` must be NULL.
  *
  * Quantized caches (docs/CONTRACT.md, "Quantization"): fp8 caches are DLPack
  * uint8 or float8 (code 10 e4m3fn, 12 e5m2), int8 caches int8. A static

@@ -22,6 +22,22 @@ using namespace kvgen::kv;
 
 #include "kvgen/Dialect/KV/IR/KVEnums.cpp.inc"
 
+FailureOr<LayoutKind> kvgen::kv::parseLayout(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef name;
+  if (failed(parser.parseKeyword(&name)))
+    return failure();
+  LayoutKind layout;
+  if (!kvgen::abi::parseLayout(name, &layout)) {
+    std::string known;
+    for (const char *knownName : kvgen::abi::kLayoutNames)
+      known += (known.empty() ? "" : ", ") + std::string(knownName);
+    return parser.emitError(loc)
+           << "unknown layout '" << name << "': expected one of " << known;
+  }
+  return layout;
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "kvgen/Dialect/KV/IR/KVAttrs.cpp.inc"
 
@@ -162,16 +178,17 @@ LogicalResult KVDialect::verifyOperationAttribute(Operation *op,
 // CacheType
 //===----------------------------------------------------------------------===//
 
+const kvgen::abi::LayoutInfo &CacheType::getLayoutInfo() const {
+  return kvgen::abi::layoutInfo(getLayout());
+}
+
 int64_t CacheType::getTokensPerBlock() const {
-  return getLayout() == LayoutKind::Contiguous ? getMaxSeqLen()
-                                               : getBlockSize();
+  return isPaged() ? getBlockSize() : getMaxSeqLen();
 }
 
 int64_t CacheType::getX() const { return 16 / getElementBytes(getDtype()); }
 
-bool CacheType::isPaged() const {
-  return getLayout() != LayoutKind::Contiguous;
-}
+bool CacheType::isPaged() const { return getLayoutInfo().paged(); }
 
 bool CacheType::hasValue() const { return !getKOnly() && !getLatent(); }
 
@@ -189,18 +206,23 @@ static LogicalResult verifyKOnly(function_ref<InFlightDiagnostic()> emitError,
                                  LayoutKind layout, int64_t numKvHeads,
                                  int64_t headDim, QuantAttr quant,
                                  LatentAttr latent) {
-  if (layout == LayoutKind::DualStacked)
-    return emitError() << "a K-only cache has no V half: the dual_stacked "
-                          "layout needs both";
+  const kvgen::abi::LayoutInfo &info = kvgen::abi::layoutInfo(layout);
+  if (info.stacked())
+    return emitError() << "a K-only cache has no V half: the " << info.name
+                       << " layout needs both";
   // The dynamic-scale append finds K's and V's amax in one pass; it has no
   // K-only form yet.
   if (quant && quant.getMode() == ScaleMode::Dynamic)
     return emitError() << "a K-only cache takes static scales only";
   if (!latent)
     return success();
-  if (layout != LayoutKind::PagedNHD)
+  if (!info.tokenMajor())
     return emitError() << "a latent cache is [num_blocks, block_size, "
-                          "kv_lora_rank + rope_dim]: give layout = paged_nhd";
+                          "kv_lora_rank + rope_dim]: give layout = "
+                       << kvgen::abi::layoutNamesWhere(
+                              [](const kvgen::abi::LayoutInfo &candidate) {
+                                return candidate.tokenMajor();
+                              });
   if (numKvHeads != 1)
     return emitError() << "a latent cache has one head, got num_kv_heads = "
                        << numKvHeads;
@@ -229,9 +251,8 @@ verifyCacheLimits(function_ref<InFlightDiagnostic()> emitError,
   };
   using namespace kvgen::abi;
   if (tokensPerBlock > kMaxBlockSize)
-    return tooLarge(layout == LayoutKind::Contiguous ? "max_seq_len"
-                                                     : "block_size",
-                    tokensPerBlock, kMaxBlockSize);
+    return tooLarge(layoutInfo(layout).tokensName(), tokensPerBlock,
+                    kMaxBlockSize);
   if (headDim > kMaxHeadDim)
     return tooLarge("head_dim", headDim, kMaxHeadDim);
   if (numKvHeads > kMaxKvHeads)
@@ -252,16 +273,23 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (headDim <= 0)
     return emitError() << "head_dim must be positive, got " << headDim;
 
-  if (layout == LayoutKind::Contiguous) {
+  const kvgen::abi::LayoutInfo &info = kvgen::abi::layoutInfo(layout);
+  if (!info.paged()) {
     if (blockSize != 0)
-      return emitError() << "the contiguous layout has no blocks: give "
-                            "max_seq_len, not block_size";
+      return emitError() << "the " << info.name
+                         << " layout has no blocks: give max_seq_len, not "
+                            "block_size";
     if (maxSeqLen <= 0)
-      return emitError() << "the contiguous layout needs max_seq_len > 0";
+      return emitError() << "the " << info.name
+                         << " layout needs max_seq_len > 0";
   } else {
     if (maxSeqLen != 0)
-      return emitError() << "max_seq_len is for the contiguous layout; the "
-                         << stringifyLayoutKind(layout)
+      return emitError() << "max_seq_len is for the "
+                         << kvgen::abi::layoutNamesWhere(
+                                [](const kvgen::abi::LayoutInfo &candidate) {
+                                  return !candidate.paged();
+                                })
+                         << " layout; the " << info.name
                          << " layout takes block_size";
     // Any size: the kernel divides by the compile-time constant (a shift
     // and a mask for powers of two, a multiply-high otherwise).
@@ -269,9 +297,8 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "block_size must be positive, got " << blockSize;
   }
   if (failed(verifyCacheLimits(emitError, layout,
-                               layout == LayoutKind::Contiguous ? maxSeqLen
-                                                                : blockSize,
-                               numKvHeads, headDim)))
+                               info.paged() ? blockSize : maxSeqLen, numKvHeads,
+                               headDim)))
     return failure();
 
   if (!quant) {
@@ -285,16 +312,15 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << stringifyQuantKind(quant.getKind())
                          << " quantization stores " << storage
                          << ", but the cache dtype is " << dtype;
-    if (quant.getGranularity() == ScaleGranularity::PerBlock &&
-        layout == LayoutKind::Contiguous)
+    if (quant.getGranularity() == ScaleGranularity::PerBlock && !info.paged())
       return emitError() << "per_block scales need a paged layout";
   }
 
-  if (layout == LayoutKind::VllmVectorized) {
-    // The key cache groups head_dim into vectors of x elements (16 bytes).
+  if (info.hasX()) {
+    // A side groups head_dim into vectors of x elements (16 bytes).
     int64_t x = 16 / (dtype.getIntOrFloatBitWidth() / 8);
     if (headDim % x != 0)
-      return emitError() << "the vllm_vectorized layout packs x = " << x
+      return emitError() << "the " << info.name << " layout packs x = " << x
                          << " elements (16 bytes of " << dtype
                          << ") per vector; x must divide head_dim " << headDim;
   }
@@ -338,8 +364,9 @@ static LogicalResult verifySourceType(Operation *op, CacheType cache,
 static LogicalResult verifyPaged(Operation *op, CacheType cache) {
   if (!cache.isPaged())
     return op->emitOpError()
-           << "needs a paged layout: a contiguous cache has no block table "
-              "(its slot is req * max_seq_len + pos)";
+           << "needs a paged layout: a " << cache.getLayoutInfo().name
+           << " cache has no block table (its slot is req * max_seq_len + "
+              "pos)";
   return success();
 }
 

@@ -6,23 +6,8 @@
 include "kvgen/Dialect/KV/IR/KVDialect.td"
 include "mlir/IR/EnumAttr.td"
 
-// Where the element (block, head, pos, d) of a cache lives. The offset
-// formulas are in docs/KERNEL-ABI.md and in KVToLoops.cpp (cacheOffset).
-def KV_LayoutKind : I32EnumAttr<"LayoutKind", "KV-cache layout", [
-  // [batch, num_kv_heads, max_seq_len, head_dim]; slot = req * max_seq_len + pos.
-  I32EnumAttrCase<"Contiguous", 0, "contiguous">,
-  // vLLM v1 "flash": [num_blocks, block_size, num_kv_heads, head_dim].
-  I32EnumAttrCase<"PagedNHD", 1, "paged_nhd">,
-  // [num_blocks, num_kv_heads, block_size, head_dim].
-  I32EnumAttrCase<"PagedHND", 2, "paged_hnd">,
-  // vLLM legacy: K [nb, H, D/x, bs, x], V [nb, H, D, bs]; x = 16 bytes.
-  I32EnumAttrCase<"VllmVectorized", 3, "vllm_vectorized">,
-  // "block_v1": [num_blocks, 2, num_kv_heads, block_size, head_dim].
-  I32EnumAttrCase<"DualStacked", 4, "dual_stacked">
-]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::kvgen::kv";
-}
+// The cache layouts are the kernel ABI's (include/kvgen/ABI/Layouts.def): a
+// !kv.cache's `layout` is an ::kvgen::abi::Layout (KVTypes.td).
 
 def KV_QuantKind : I32EnumAttr<"QuantKind", "cache element quantization", [
   I32EnumAttrCase<"FP8E4M3", 0, "fp8_e4m3">,

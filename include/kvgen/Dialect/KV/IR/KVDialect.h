@@ -14,6 +14,20 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "kvgen/ABI/ABI.h"
+
+namespace kvgen::kv {
+/// The dialect's layouts are the kernel ABI's (include/kvgen/ABI/
+/// Layouts.def): one list for the compiler, kvrt and kvbench.
+using LayoutKind = ::kvgen::abi::Layout;
+inline llvm::StringRef stringifyLayoutKind(LayoutKind layout) {
+  return ::kvgen::abi::layoutName(layout);
+}
+/// Parses a layout by its ABI name; an unknown name is an error that lists
+/// the known ones.
+mlir::FailureOr<LayoutKind> parseLayout(mlir::AsmParser &parser);
+} // namespace kvgen::kv
+
 #include "kvgen/Dialect/KV/IR/KVOpsDialect.h.inc"
 
 #include "kvgen/Dialect/KV/IR/KVEnums.h.inc"

@@ -5,6 +5,14 @@
 
 include "kvgen/Dialect/KV/IR/KVAttrs.td"
 
+// A cache layout of the kernel ABI, by its name in Layouts.def: the dialect
+// has no list of its own, so a new layout needs no case here.
+def KV_LayoutParameter : AttrOrTypeParameter<"::kvgen::abi::Layout",
+    "a cache layout (include/kvgen/ABI/Layouts.def)"> {
+  let parser = "::kvgen::kv::parseLayout($_parser)";
+  let printer = "$_printer << ::kvgen::abi::layoutName($_self)";
+}
+
 class KV_Type<string name, string typeMnemonic, list<Trait> traits = []>
     : TypeDef<KV_Dialect, name, traits> {
   let mnemonic = typeMnemonic;
@@ -16,8 +24,10 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
     Everything an append kernel needs to know about the cache at compile time.
     Sizes that vary at run time (number of blocks, batch, tokens) are kernel
     arguments. Paged layouts take `block_size` (any size: the kernel
-    divides by the compile-time constant, a shift for powers of two); `contiguous` takes `max_seq_len` instead (a "block"
-    is one request's row). A quantized cache names its `quant`; its `dtype`
+    divides by the compile-time constant, a shift for powers of two); a
+    layout that is not paged takes `max_seq_len` instead (a "block" is one
+    request's row). The layouts and their shapes are the kernel ABI's
+    (include/kvgen/ABI/Layouts.def, docs/KERNEL-ABI.md). A quantized cache names its `quant`; its `dtype`
     is then the storage type of that quantization.
 
     `k_only = true` describes a cache with no V (an indexer's keys): its
@@ -36,7 +46,7 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
     ```
   }];
   let parameters = (ins
-      EnumParameter<KV_LayoutKind>:$layout,
+      KV_LayoutParameter:$layout,
       DefaultValuedParameter<"int64_t", "0">:$block_size,
       DefaultValuedParameter<"int64_t", "0">:$max_seq_len,
       "int64_t":$num_kv_heads,
@@ -48,9 +58,12 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// Tokens per block: block_size, or max_seq_len for contiguous caches.
+    /// The layout's axes and traits (paged, stacked, x, ...).
+    const ::kvgen::abi::LayoutInfo &getLayoutInfo() const;
+    /// Tokens per block: block_size, or max_seq_len for a layout that is not
+    /// paged.
     int64_t getTokensPerBlock() const;
-    /// Elements per 16-byte group of the vllm_vectorized key cache.
+    /// Elements per 16-byte group of a layout with an X axis.
     int64_t getX() const;
     bool isPaged() const;
     /// Whether the cache has a V side: not `k_only`, not latent.
