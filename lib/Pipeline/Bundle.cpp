@@ -37,7 +37,7 @@ static llvm::json::Object cacheToJSON(kv::CacheType cache) {
   o["num_kv_heads"] = cache.getNumKvHeads();
   o["head_dim"] = cache.getHeadDim();
   o["dtype"] = kv::getDTypeName(cache.getDtype());
-  if (cache.getLayout() == kv::LayoutKind::VllmVectorized)
+  if (cache.getLayoutInfo().hasX())
     o["x"] = cache.getX();
   if (kv::QuantAttr quant = cache.getQuant())
     o["quant"] = quantToJSON(quant);
