@@ -11,6 +11,7 @@
 #include "Packing.h"
 #include "Validation.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -93,6 +94,24 @@ Status setChecked(kvrt_bundle *bundle, int enabled) {
   if (!bundle)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
   bundle->checked.store(enabled != 0, std::memory_order_relaxed);
+  return Status();
+}
+
+Status setProgrammaticLaunch(kvrt_bundle *bundle, int enabled) {
+  if (!bundle)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
+  if (enabled) {
+    const std::vector<KernelDescription> &kernels = bundle->manifest.kernels;
+    bool any = std::any_of(
+        kernels.begin(), kernels.end(),
+        [](const KernelDescription &k) { return k.programmaticLaunch; });
+    if (!any)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "enabled: no kernel of the bundle waits for its "
+                        "producer (manifest programmatic_launch); compile it "
+                        "with kvgen --programmatic-launch");
+  }
+  bundle->programmatic.store(enabled != 0, std::memory_order_relaxed);
   return Status();
 }
 
@@ -266,7 +285,9 @@ static Status run(kvrt_bundle &bundle, const LaunchPlan &plan,
                       "cubin_base64)",
                       plan.buffers[0].name,
                       describeDevice(plan.device).c_str());
-  return bundle.gpu.launch(plan, kernel, params, stream);
+  bool programmatic = bundle.programmatic.load(std::memory_order_relaxed) &&
+                      manifest.kernels[kernel].programmaticLaunch;
+  return bundle.gpu.launch(plan, kernel, params, stream, programmatic);
 }
 
 template <typename Args, typename Planner>

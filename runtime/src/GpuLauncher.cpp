@@ -1,6 +1,7 @@
 //===- GpuLauncher.cpp - modules per context, and cuLaunchKernel ----------===//
 
 #include "GpuLauncher.h"
+#include "ProgrammaticLaunch.h"
 
 #include <algorithm>
 #include <climits>
@@ -330,7 +331,8 @@ Status GpuLauncher::copyToHost(const LaunchPlan &plan, const TensorView &view,
 }
 
 Status GpuLauncher::launch(const LaunchPlan &plan, int kernelIndex,
-                           PackedParams &params, kvrt_stream stream) {
+                           PackedParams &params, kvrt_stream stream,
+                           bool programmatic) {
   const CudaDriver *process = nullptr;
   KVRT_RETURN_IF_ERROR(CudaDriver::get(&process));
   const CudaDriver &cu = *process;
@@ -358,6 +360,13 @@ Status GpuLauncher::launch(const LaunchPlan &plan, int kernelIndex,
                       plan.buffers[0].name,
                       static_cast<long long>(plan.numTokens),
                       static_cast<long long>(blocks));
+  if (programmatic)
+    return launchProgrammatic(
+        cu, function,
+        LaunchShape{static_cast<unsigned>(blocks),
+                    static_cast<unsigned>(geometry.threadsX),
+                    static_cast<unsigned>(geometry.tokensPerBlock)},
+        static_cast<CUstream>(stream), params.data());
   CUresult result = cu.cuLaunchKernel(
       function, static_cast<unsigned>(blocks), 1, 1,
       static_cast<unsigned>(geometry.threadsX),

@@ -30,8 +30,10 @@ public:
   ~GpuLauncher();
 
   /// Launches manifest kernel `kernelIndex` on `stream`, asynchronously.
+  /// With `programmatic`, through cuLaunchKernelEx with programmatic stream
+  /// serialization (the kernel must wait for its producer itself).
   Status launch(const LaunchPlan &plan, int kernelIndex, PackedParams &params,
-                kvrt_stream stream);
+                kvrt_stream stream, bool programmatic = false);
 
   /// Copies `bytes` bytes at `view.first` (device memory of the plan's
   /// device) to `out` on `stream`, and waits for the copy: checked mode.

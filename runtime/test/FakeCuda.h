@@ -47,6 +47,10 @@ struct FakeCudaState {
   void *lastLoadContext = nullptr;
   int functionLookups = 0;
   int launches = 0;
+  /// Of `launches`, those through cuLaunchKernelEx, and the last one's
+  /// programmatic-stream-serialization attribute (-1: not set).
+  int launchesEx = 0;
+  int lastProgrammatic = -1;
   char lastFunction[64] = {};
   unsigned grid[3] = {};
   unsigned block[3] = {};
