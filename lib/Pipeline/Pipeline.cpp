@@ -98,6 +98,12 @@ void kvgen::buildGPUMappingPipeline(OpPassManager &pm) {
 void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   // The device half of upstream's gpu-lower-to-nvvm-pipeline; the host half
   // is absent because kvgen's host is kvrt, not MLIR.
+  if (opts.programmaticLaunch) {
+    // On the structured form, where reads have a place in a block.
+    KVProgrammaticLaunchOptions pdl;
+    pdl.chip = opts.chip;
+    pm.nest<gpu::GPUModuleOp>().addPass(createKVProgrammaticLaunch(pdl));
+  }
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   GpuNVVMAttachTargetOptions target;
@@ -323,6 +329,10 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     for (abi::Param param : plan.getParams())
       params.push_back(abi::paramName(param));
     k["params"] = std::move(params);
+    // Optional: a kvrt that predates it launches the kernel plainly, and
+    // then its griddepcontrol.wait returns at once.
+    if (opts.programmaticLaunch)
+      k["programmatic_launch"] = true;
     kernels.push_back(std::move(k));
   }
   llvm::json::Object root;

@@ -98,6 +98,7 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   GPUTargetOptions gpuOptions;
   gpuOptions.chip = chip;
   gpuOptions.features = features;
+  gpuOptions.programmaticLaunch = programmaticLaunch;
 
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
