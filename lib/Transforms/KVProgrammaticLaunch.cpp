@@ -18,6 +18,7 @@
 #include "kvgen/Conversion/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -54,6 +55,18 @@ bool mayRead(Operation *op) {
 
 void addGridDep(OpBuilder &b, Location loc, NVVM::GridDepActionKind kind) {
   NVVM::GriddepcontrolOp::create(b, loc, kind);
+}
+
+/// An empty side-effecting asm that clobbers memory: LLVM's griddepcontrol
+/// intrinsics are IntrNoMem, so nothing else stops it from hoisting a load
+/// above the wait. It emits no instruction (CUDA's own
+/// cudaGridDependencySynchronize is the same asm with a "memory" clobber).
+void addMemoryClobber(OpBuilder &b, Location loc) {
+  LLVM::InlineAsmOp::create(
+      b, loc, /*res=*/TypeRange(), /*operands=*/ValueRange(), /*asm_string=*/"",
+      /*constraints=*/"~{memory}", /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      /*asm_dialect=*/LLVM::AsmDialectAttr(), /*operand_attrs=*/ArrayAttr());
 }
 
 /// Puts launch_dependents after the last read in `block`: right after it,
@@ -134,6 +147,7 @@ struct KVProgrammaticLaunchPass
       // A terminator always ends the entry block.
       OpBuilder b(firstRead);
       addGridDep(b, firstRead->getLoc(), NVVM::GridDepActionKind::wait);
+      addMemoryClobber(b, firstRead->getLoc());
       triggerAfterLastRead(entry);
     }
   }

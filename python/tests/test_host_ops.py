@@ -263,3 +263,31 @@ def test_any_dlpack_producer():
         _Producer(slots))
     assert (bits(kc) == bits(want_k)).all()
     assert (bits(vc) == bits(want_v)).all()
+
+
+def test_remembered_launch_still_validates_every_change():
+    """Bundle._append remembers packed args by the tensors' descriptions;
+    a changed pointer, shape, stride or dtype packs (and validates) again."""
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="f32", target="host")
+    rng = np.random.default_rng(3)
+    key = rng.standard_normal((3, H, D)).astype(np.float32)
+    slots = np.array([1, 17, 40], np.int64)
+    kc = np.zeros((NB, BS, H, D), np.float32)
+    vc = np.zeros_like(kc)
+    b.append(key, key, slots, kc, vc)
+    b.append(key, key, slots, kc, vc)
+    assert len(b._packed) == 1, "the same tensors: one packed launch"
+    # Another cache (a changed pointer): its bytes are written, not kc's.
+    kc2, vc2 = np.zeros_like(kc), np.zeros_like(vc)
+    b.append(key, key, slots, kc2, vc2)
+    want, _ = flash_reference(key, key, np.zeros_like(kc), vc, slots)
+    assert (bits(kc2) == bits(want)).all()
+    # A changed shape, stride or dtype is refused by kvrt, as the first time.
+    with pytest.raises(kvgen.InvalidArgumentError, match="key"):
+        b.append(key[:, :, : D // 2], key, slots, kc, vc)
+    wide = np.zeros((NB, BS, H, 2 * D), np.float32)
+    with pytest.raises(kvgen.InvalidArgumentError, match="key_cache"):
+        b.append(key, key, slots, wide[..., ::2], vc)  # same shape, stride 2
+    with pytest.raises(kvgen.InvalidArgumentError, match="slot_mapping"):
+        b.append(key, key, slots.astype(np.int32), kc, vc)

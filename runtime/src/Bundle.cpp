@@ -9,6 +9,7 @@
 #include "Bundle.h"
 
 #include "Packing.h"
+#include "PlanCache.h"
 #include "Validation.h"
 
 #include <algorithm>
@@ -300,14 +301,22 @@ static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "args: is NULL");
   kvrt_variant variant = KVRT_VARIANT_AUTO;
   KVRT_RETURN_IF_ERROR(readVariant(variantField, &variant));
-  const Operation *operation = nullptr;
-  KVRT_RETURN_IF_ERROR(
-      findOperation(bundle->manifest, kind, args->kernel, &operation));
-  const OperationSpecs &specs =
-      bundle->specs[operation - bundle->manifest.operations.data()];
-  LaunchPlan plan;
-  KVRT_RETURN_IF_ERROR(
-      planner(bundle->manifest, *operation, specs, *args, &plan));
+  // The same arguments as a launch this thread planned: the same plan.
+  LaunchKey key(bundle->id, kind, args->kernel);
+  addArguments(key, *args);
+  const LaunchPlan *remembered = PlanCache::find(key);
+  LaunchPlan fresh;
+  if (!remembered) {
+    const Operation *operation = nullptr;
+    KVRT_RETURN_IF_ERROR(
+        findOperation(bundle->manifest, kind, args->kernel, &operation));
+    const OperationSpecs &specs =
+        bundle->specs[operation - bundle->manifest.operations.data()];
+    KVRT_RETURN_IF_ERROR(
+        planner(bundle->manifest, *operation, specs, *args, &fresh));
+    PlanCache::remember(key, fresh);
+  }
+  const LaunchPlan &plan = remembered ? *remembered : fresh;
   // Nothing to write; a GPU launch of zero blocks would be an error.
   if (plan.numTokens == 0)
     return Status();

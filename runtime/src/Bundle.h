@@ -7,6 +7,7 @@
 #include "Checked.h"
 #include "GpuLauncher.h"
 #include "Manifest.h"
+#include "PlanCache.h"
 #include "ProgrammaticLaunch.h"
 #include "Status.h"
 #include "Validation.h"
@@ -27,6 +28,8 @@ struct kvrt_bundle {
           kvrt::impl::describingKernel(manifest, operation)));
   }
 
+  /// Unique in the process, never reused (PlanCache's key).
+  const uint64_t id = kvrt::impl::nextBundleId();
   /// Immutable after load: launches read it without a lock.
   const kvrt::impl::Manifest manifest;
   /// Per manifest operation: what its tensors must look like.

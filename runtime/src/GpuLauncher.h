@@ -12,6 +12,7 @@
 #define KVRT_SRC_GPULAUNCHER_H
 
 #include "CudaDriver.h"
+#include "FunctionCache.h"
 #include "Manifest.h"
 #include "Packing.h"
 #include "Validation.h"
@@ -23,7 +24,8 @@ namespace kvrt::impl {
 
 class GpuLauncher {
 public:
-  explicit GpuLauncher(const Manifest &manifest) : manifest(manifest) {}
+  explicit GpuLauncher(const Manifest &manifest)
+      : manifest(manifest), id(nextLauncherId()) {}
   GpuLauncher(const GpuLauncher &) = delete;
   GpuLauncher &operator=(const GpuLauncher &) = delete;
   /// Unloads the modules and releases the primary contexts it retained.
@@ -72,6 +74,8 @@ private:
                     CUdevice device, CUmodule *out);
 
   const Manifest &manifest;
+  /// FunctionCache's key: unique in the process.
+  const uint64_t id;
   /// Guards everything below; held to find or load a module, not to launch.
   std::mutex mutex;
   /// Set with the first module or retained context: what the destructor

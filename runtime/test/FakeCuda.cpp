@@ -66,6 +66,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   return 0;
 }
 CUresult cuDeviceGetCount(int *count) {
+  ++state.deviceCountQueries;
   *count = state.deviceCount;
   return 0;
 }

@@ -59,6 +59,8 @@ struct FakeCudaState {
   void *launchContext = nullptr;
   int64_t params[64] = {};
   int pointerQueries = 0;
+  /// cuDeviceGetCount calls: the launcher's slow path (acquiring a context).
+  int deviceCountQueries = 0;
   /// cuMemcpyDtoHAsync_v2 copies (the "device" pointer is host memory) and
   /// cuStreamSynchronize calls, and the stream and context of the last copy.
   int copies = 0;

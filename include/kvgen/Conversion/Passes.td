@@ -128,7 +128,9 @@ def KVProgrammaticLaunch : Pass<"kv-programmatic-launch", "::mlir::gpu::GPUModul
     launch_dependents` goes after the last read: after the last top-level
     operation that reads, descending into `scf.if` branches (not into
     loops), so that the next kernel may start launching while this one
-    stores. kvrt launches such a kernel with programmatic stream
+    stores. An empty `llvm.inline_asm` with a memory clobber follows the
+    wait: LLVM's griddepcontrol intrinsics do not touch memory, so without
+    it a load could be hoisted above the wait. kvrt launches such a kernel with programmatic stream
     serialization only when asked (the manifest's `programmatic_launch`);
     launched plainly, the wait returns at once. The host target does not
     run this pass. A chip below sm_90, or a kernel that already has a
@@ -138,7 +140,8 @@ def KVProgrammaticLaunch : Pass<"kv-programmatic-launch", "::mlir::gpu::GPUModul
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The target chip (sm_90 or newer)">
   ];
-  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect",
+                           "::mlir::LLVM::LLVMDialect"];
 }
 
 #endif // KVGEN_CONVERSION_PASSES_TD

@@ -11,6 +11,7 @@ gpu.module @kv_kernels {
   // CHECK-NEXT:    arith.muli
   // CHECK-NEXT:    arith.cmpi
   // CHECK-NEXT:    nvvm.griddepcontrol wait
+  // CHECK-NEXT:    llvm.inline_asm has_side_effects "", "~{memory}"
   // CHECK-NEXT:    scf.if
   // CHECK:           memref.load
   // CHECK:           scf.if
@@ -60,6 +61,7 @@ gpu.module @kv_kernels {
   // CHECK-LABEL: gpu.func @first_op_reads
   // CHECK-NEXT:    arith.constant
   // CHECK-NEXT:    nvvm.griddepcontrol wait
+  // CHECK-NEXT:    llvm.inline_asm has_side_effects "", "~{memory}"
   // CHECK-NEXT:    memref.load
   // CHECK-NEXT:    nvvm.griddepcontrol launch_dependents
   // CHECK-NEXT:    memref.store
