@@ -275,6 +275,7 @@ class Bundle:
                                    a[5], a[6], a[7], a[8])
             self._remember_args(key, s)
         _kvrt.check(self._lib_append(self._handle, s.args, stream))
+        return s
 
     def _fused_append(self, kernel, descs, variant, stream):
         """descs: key, value, block_table, query_start_loc, context_lens,
