@@ -88,6 +88,10 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     for (abi::Param param : plan.getParams())
       params.push_back(abi::paramName(param));
     k["params"] = std::move(params);
+    // Optional: a kvrt that predates it launches the kernel plainly, and
+    // then its griddepcontrol.wait returns at once.
+    if (opts.programmaticLaunch)
+      k["programmatic_launch"] = true;
     kernels.push_back(std::move(k));
   }
   llvm::json::Object root;

@@ -51,6 +51,12 @@ void kvgen::buildGPUMappingPipeline(OpPassManager &pm) {
 void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   // The device half of upstream's gpu-lower-to-nvvm-pipeline; the host half
   // is absent because kvgen's host is kvrt, not MLIR.
+  if (opts.programmaticLaunch) {
+    // On the structured form, where reads have a place in a block.
+    KVProgrammaticLaunchOptions pdl;
+    pdl.chip = opts.chip;
+    pm.nest<gpu::GPUModuleOp>().addPass(createKVProgrammaticLaunch(pdl));
+  }
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   GpuNVVMAttachTargetOptions target;

@@ -92,6 +92,10 @@ def _declare(lib):
     ns["bundle_kernel_manifest"] = fn("kvrt_bundle_kernel_manifest",
                                       c_char_p, [c_void_p, c_size_t],
                                       optional=True)
+    # Programmatic dependent launch (an optional manifest field, format 3).
+    ns["bundle_set_programmatic_launch"] = fn(
+        "kvrt_bundle_set_programmatic_launch", c_int, [c_void_p, c_int],
+        optional=True)
     return type("Kvrt", (), ns)
 
 

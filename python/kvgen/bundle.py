@@ -28,6 +28,10 @@ _GATHER_ARGS = struct.Struct("<6Qi4x4Q")
 
 _ELF_MAGIC = b"\x7fELF"
 
+# Packed launches a bundle remembers before it forgets them all: an eager
+# loop reuses a handful (one per layer's cache), a varying batch a few more.
+_PACKED_ENTRIES = 256
+
 
 def _stream_of(stream, obj, desc):
     """The stream to launch on, as an integer handle (0: legacy default)."""
@@ -92,6 +96,9 @@ class Bundle:
         self._manifest = manifest
         self._host_lib = host_lib
         self._names = {}
+        # Packed args structs by their descriptions (see _append).
+        self._packed = {}
+        self._lib_append = _kvrt.lib().append
         self.source = source
         self.kernels = list(manifest.get("kernels", []))
         self.version = manifest.get("version")
@@ -209,6 +216,26 @@ class Bundle:
             raise errors.KvgenError("this libkvrt has no checked mode")
         _kvrt.check(k.bundle_set_checked(self._handle, int(bool(enabled))))
 
+    def set_programmatic_launch(self, enabled=True):
+        """kvrt's programmatic dependent launch: kernels compiled with
+        ``kvgen --programmatic-launch`` (manifest ``programmatic_launch``)
+        launch so that they overlap the previous kernel in the stream, graph
+        capture included; other kernels launch as before. Refused for a
+        bundle with no such kernel."""
+        k = _kvrt.lib()
+        if k.bundle_set_programmatic_launch is None:
+            raise errors.KvgenError(
+                "this libkvrt has no programmatic dependent launch")
+        _kvrt.check(k.bundle_set_programmatic_launch(self._handle,
+                                                     int(bool(enabled))))
+
+    @property
+    def waits_for_producer(self):
+        """Names of the kernels that wait for the previous kernel in their
+        stream (manifest ``programmatic_launch``)."""
+        return [k["name"] for k in self.kernels
+                if k.get("programmatic_launch")]
+
     def _name(self, kernel):
         if kernel is None:
             return 0
@@ -220,18 +247,35 @@ class Bundle:
 
     # Launches on descriptions (the ops' fast path) -----------------------
 
+    def _remember_args(self, key, scratch):
+        if len(self._packed) >= _PACKED_ENTRIES:
+            self._packed.clear()
+        self._packed[key] = scratch
+
     def _append(self, kernel, descs, variant, stream):
         """descs: key, value, slot_mapping, key_cache, value_cache, then the
-        four scale tensors (None where absent)."""
-        s = _dlpack.scratch()
-        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
-        if any(a[5:]) and not _kvrt.lib().has_scales:
-            raise errors.KvgenError(
-                "this libkvrt predates scale tensors (bundle format 2)")
-        _APPEND_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
-                               a[0], a[1], a[2], a[3], a[4], variant, a[5],
-                               a[6], a[7], a[8])
-        _kvrt.check(_kvrt.lib().append(self._handle, s.args, stream))
+        four scale tensors (None where absent), as a tuple.
+
+        The packed args struct and its DLTensors are remembered by the key
+        (kernel, variant, descs): a description holds every field kvrt reads
+        (data pointer, device, dtype, shape, strides), so the same key packs
+        the same bytes and only the packing is skipped; kvrt validates every
+        launch."""
+        key = (kernel, variant, descs)
+        s = self._packed.get(key)
+        if s is None:
+            s = _dlpack.Scratch()
+            a = [s.pack(i, d) if d is not None else 0
+                 for i, d in enumerate(descs)]
+            if any(a[5:]) and not _kvrt.lib().has_scales:
+                raise errors.KvgenError(
+                    "this libkvrt predates scale tensors (bundle format 2)")
+            _APPEND_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
+                                   a[0], a[1], a[2], a[3], a[4], variant,
+                                   a[5], a[6], a[7], a[8])
+            self._remember_args(key, s)
+        _kvrt.check(self._lib_append(self._handle, s.args, stream))
+        return s
 
     def _fused_append(self, kernel, descs, variant, stream):
         """descs: key, value, block_table, query_start_loc, context_lens,
@@ -259,8 +303,8 @@ class Bundle:
         names = ("key", "value", "slot_mapping", "key_cache", "value_cache",
                  "key_scale", "value_scale", "key_scale_cache",
                  "value_scale_cache")
-        descs = [None if o is None else _dlpack.describe(o, n, keep)
-                 for o, n in zip(objs, names)]
+        descs = tuple(None if o is None else _dlpack.describe(o, n, keep)
+                      for o, n in zip(objs, names))
         self._append(kernel, descs, _variant(variant),
                      _stream_of(stream, key, descs[0]))
 

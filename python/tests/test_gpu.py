@@ -244,3 +244,72 @@ def test_bad_tensor_raises_not_crashes():
     with pytest.raises(kvgen.InvalidArgumentError):
         kvgen.ops.reshape_and_cache_flash(  # the slots live on the host
             key, key, kc, kc.clone(), torch.zeros(3, dtype=torch.int64))
+
+
+def _pdl_bundle():
+    """bench-pdl.bundle.json (kvgen --programmatic-launch), staged beside the
+    bench's bundles; KVGEN_PDL_BUNDLE names another."""
+    import os
+
+    path = os.environ.get("KVGEN_PDL_BUNDLE") or os.path.join(
+        os.environ.get("KVGEN_BUILD_DIR", "build"), "bench",
+        "bench-pdl.bundle.json")
+    if not os.path.exists(path):
+        pytest.skip("no programmatic-launch bundle at %s" % path)
+    bundle = kvgen.Bundle.load(path)
+    assert bundle.waits_for_producer, "%s has no waiting kernel" % path
+    return bundle
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_programmatic_launch_after_a_producer_appends_its_bytes(graph):
+    """Each layer: a producer writes K/V, the append (launched with
+    programmatic stream serialization) copies them; the append must see the
+    producer's bytes of its own layer, never the previous layer's."""
+    bundle = _pdl_bundle()
+    name = bundle.waits_for_producer[0]
+    nb = 256
+    layers, n = 8, 64
+    gen = torch.Generator(device=DEV).manual_seed(5)
+    base = torch.randn(n, 3, H, D, generator=gen, device=DEV).to(
+        torch.bfloat16)
+    qkv = torch.empty_like(base)
+    perm = torch.randperm(nb * BS, generator=gen, device=DEV)
+    slots = [perm[l * n:(l + 1) * n].to(torch.int64) for l in range(layers)]
+    kc = torch.empty(nb, BS, H, D, dtype=torch.bfloat16, device=DEV)
+    vc = torch.empty_like(kc)
+    kc.view(torch.int16).fill_(-1)
+    vc.view(torch.int16).fill_(-1)
+    want_k, want_v = kc.clone(), vc.clone()
+    for l in range(layers):
+        rows = torch.add(base, float(l + 1))
+        want_k.view(-1, H, D)[slots[l]] = rows[:, 1]
+        want_v.view(-1, H, D)[slots[l]] = rows[:, 2]
+
+    bundle.set_programmatic_launch(True)
+
+    def run():
+        for l in range(layers):
+            torch.add(base, float(l + 1), out=qkv)
+            bundle.append(qkv[:, 1], qkv[:, 2], slots[l], kc, vc, kernel=name,
+                          variant="vector")
+
+    if graph:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            run()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        kc.view(torch.int16).fill_(-1)
+        vc.view(torch.int16).fill_(-1)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            run()
+        g.replay()
+    else:
+        run()
+    torch.cuda.synchronize()
+    bundle.set_programmatic_launch(False)
+    assert torch.equal(_bits(kc), _bits(want_k))
+    assert torch.equal(_bits(vc), _bits(want_v))

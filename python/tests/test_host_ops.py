@@ -263,3 +263,57 @@ def test_any_dlpack_producer():
         _Producer(slots))
     assert (bits(kc) == bits(want_k)).all()
     assert (bits(vc) == bits(want_v)).all()
+
+
+def test_remembered_launch_still_validates_every_change():
+    """Bundle._append remembers packed args by the tensors' descriptions;
+    a changed pointer, shape, stride or dtype packs (and validates) again."""
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="f32", target="host")
+    rng = np.random.default_rng(3)
+    key = rng.standard_normal((3, H, D)).astype(np.float32)
+    slots = np.array([1, 17, 40], np.int64)
+    kc = np.zeros((NB, BS, H, D), np.float32)
+    vc = np.zeros_like(kc)
+    b.append(key, key, slots, kc, vc)
+    packed = len(b._packed)  # the bundle may be shared with other tests
+    b.append(key, key, slots, kc, vc)
+    assert len(b._packed) == packed, "the same tensors: one packed launch"
+    # Another cache (a changed pointer): its bytes are written, not kc's.
+    kc2, vc2 = np.zeros_like(kc), np.zeros_like(vc)
+    b.append(key, key, slots, kc2, vc2)
+    want, _ = flash_reference(key, key, np.zeros_like(kc), vc, slots)
+    assert (bits(kc2) == bits(want)).all()
+    # A changed shape, stride or dtype is refused by kvrt, as the first time.
+    with pytest.raises(kvgen.InvalidArgumentError, match="key"):
+        b.append(key[:, :, : D // 2], key, slots, kc, vc)
+    wide = np.zeros((NB, BS, H, 2 * D), np.float32)
+    with pytest.raises(kvgen.InvalidArgumentError, match="key_cache"):
+        b.append(key, key, slots, wide[..., ::2], vc)  # same shape, stride 2
+    with pytest.raises(kvgen.InvalidArgumentError, match="slot_mapping"):
+        b.append(key, key, slots.astype(np.int32), kc, vc)
+
+
+def test_repeated_op_call_still_validates_every_change():
+    """reshape_and_cache_flash remembers a call by its five descriptions;
+    new tensors (pointers), shapes, strides or dtypes take the full path."""
+    rng = np.random.default_rng(4)
+    key = rng.standard_normal((5, H, D)).astype(np.float32)
+    slots = np.array([3, 9, -1, 30, 64], np.int64)
+    kc = np.zeros((NB, BS, H, D), np.float32)
+    vc = np.zeros_like(kc)
+    for _ in range(3):
+        kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)
+    want, _ = flash_reference(key, key, np.zeros_like(kc), vc, slots)
+    assert (bits(kc) == bits(want)).all()
+    kc2, vc2 = np.zeros_like(kc), np.zeros_like(vc)
+    kvgen.ops.reshape_and_cache_flash(key, key, kc2, vc2, slots)
+    assert (bits(kc2) == bits(want)).all()
+    with pytest.raises(kvgen.InvalidArgumentError, match="slot_mapping"):
+        kvgen.ops.reshape_and_cache_flash(key, key, kc, vc,
+                                          slots.astype(np.int32))
+    with pytest.raises(kvgen.InvalidArgumentError, match="key"):
+        kvgen.ops.reshape_and_cache_flash(key[:2], key, kc, vc, slots)
+    wide = np.zeros((NB, BS, H, 2 * D), np.float32)
+    with pytest.raises(kvgen.InvalidArgumentError, match="key_cache"):
+        kvgen.ops.reshape_and_cache_flash(key, key, wide[..., ::2], vc, slots)

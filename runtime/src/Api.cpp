@@ -88,6 +88,11 @@ kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled) {
   return guarded([&] { return setChecked(bundle, enabled); });
 }
 
+kvrt_status kvrt_bundle_set_programmatic_launch(kvrt_bundle *bundle,
+                                                int enabled) {
+  return guarded([&] { return setProgrammaticLaunch(bundle, enabled); });
+}
+
 kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
                         kvrt_stream stream) {
   return guarded([&] { return append(bundle, args, stream); });

@@ -9,8 +9,10 @@
 #include "Bundle.h"
 
 #include "Packing.h"
+#include "PlanCache.h"
 #include "Validation.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -93,6 +95,24 @@ Status setChecked(kvrt_bundle *bundle, int enabled) {
   if (!bundle)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
   bundle->checked.store(enabled != 0, std::memory_order_relaxed);
+  return Status();
+}
+
+Status setProgrammaticLaunch(kvrt_bundle *bundle, int enabled) {
+  if (!bundle)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
+  if (enabled) {
+    const std::vector<KernelDescription> &kernels = bundle->manifest.kernels;
+    bool any = std::any_of(
+        kernels.begin(), kernels.end(),
+        [](const KernelDescription &k) { return k.programmaticLaunch; });
+    if (!any)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "enabled: no kernel of the bundle waits for its "
+                        "producer (manifest programmatic_launch); compile it "
+                        "with kvgen --programmatic-launch");
+  }
+  bundle->programmatic.store(enabled != 0, std::memory_order_relaxed);
   return Status();
 }
 
@@ -266,7 +286,9 @@ static Status run(kvrt_bundle &bundle, const LaunchPlan &plan,
                       "cubin_base64)",
                       plan.buffers[0].name,
                       describeDevice(plan.device).c_str());
-  return bundle.gpu.launch(plan, kernel, params, stream);
+  bool programmatic = bundle.programmatic.load(std::memory_order_relaxed) &&
+                      manifest.kernels[kernel].programmaticLaunch;
+  return bundle.gpu.launch(plan, kernel, params, stream, programmatic);
 }
 
 template <typename Args, typename Planner>
@@ -279,14 +301,22 @@ static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "args: is NULL");
   kvrt_variant variant = KVRT_VARIANT_AUTO;
   KVRT_RETURN_IF_ERROR(readVariant(variantField, &variant));
-  const Operation *operation = nullptr;
-  KVRT_RETURN_IF_ERROR(
-      findOperation(bundle->manifest, kind, args->kernel, &operation));
-  const OperationSpecs &specs =
-      bundle->specs[operation - bundle->manifest.operations.data()];
-  LaunchPlan plan;
-  KVRT_RETURN_IF_ERROR(
-      planner(bundle->manifest, *operation, specs, *args, &plan));
+  // The same arguments as a launch this thread planned: the same plan.
+  LaunchKey key(bundle->id, kind, args->kernel);
+  addArguments(key, *args);
+  const LaunchPlan *remembered = PlanCache::find(key);
+  LaunchPlan fresh;
+  if (!remembered) {
+    const Operation *operation = nullptr;
+    KVRT_RETURN_IF_ERROR(
+        findOperation(bundle->manifest, kind, args->kernel, &operation));
+    const OperationSpecs &specs =
+        bundle->specs[operation - bundle->manifest.operations.data()];
+    KVRT_RETURN_IF_ERROR(
+        planner(bundle->manifest, *operation, specs, *args, &fresh));
+    PlanCache::remember(key, fresh);
+  }
+  const LaunchPlan &plan = remembered ? *remembered : fresh;
   // Nothing to write; a GPU launch of zero blocks would be an error.
   if (plan.numTokens == 0)
     return Status();

@@ -7,6 +7,8 @@
 #include "Checked.h"
 #include "GpuLauncher.h"
 #include "Manifest.h"
+#include "PlanCache.h"
+#include "ProgrammaticLaunch.h"
 #include "Status.h"
 #include "Validation.h"
 
@@ -17,7 +19,8 @@ struct kvrt_bundle {
   explicit kvrt_bundle(kvrt::impl::Manifest parsed)
       : manifest(std::move(parsed)),
         hostKernels(new std::atomic<kvrt_host_kernel>[manifest.kernels.size()]),
-        gpu(manifest), checked(kvrt::impl::checkedFromEnvironment()) {
+        gpu(manifest), checked(kvrt::impl::checkedFromEnvironment()),
+        programmatic(kvrt::impl::programmaticFromEnvironment()) {
     for (size_t i = 0; i < manifest.kernels.size(); ++i)
       hostKernels[i].store(nullptr, std::memory_order_relaxed);
     for (const kvrt::impl::Operation &operation : manifest.operations)
@@ -25,6 +28,8 @@ struct kvrt_bundle {
           kvrt::impl::describingKernel(manifest, operation)));
   }
 
+  /// Unique in the process, never reused (PlanCache's key).
+  const uint64_t id = kvrt::impl::nextBundleId();
   /// Immutable after load: launches read it without a lock.
   const kvrt::impl::Manifest manifest;
   /// Per manifest operation: what its tensors must look like.
@@ -36,6 +41,9 @@ struct kvrt_bundle {
   /// Checked mode (Checked.h): KVRT_CHECKED=1 at load, or
   /// kvrt_bundle_set_checked.
   std::atomic<bool> checked;
+  /// Programmatic dependent launch (ProgrammaticLaunch.h): KVRT_PDL=1 at
+  /// load, or kvrt_bundle_set_programmatic_launch.
+  std::atomic<bool> programmatic;
 };
 
 namespace kvrt::impl {
@@ -43,6 +51,7 @@ namespace kvrt::impl {
 Status loadBundle(const char *data, size_t size, kvrt_bundle **out);
 Status loadBundleFile(const char *path, kvrt_bundle **out);
 Status setChecked(kvrt_bundle *bundle, int enabled);
+Status setProgrammaticLaunch(kvrt_bundle *bundle, int enabled);
 Status setHostKernel(kvrt_bundle *bundle, const char *kernelName,
                      kvrt_host_kernel fn);
 Status append(kvrt_bundle *bundle, const kvrt_append_args *args,

@@ -26,6 +26,7 @@ public:
   using CUdevice_attribute = cuda::CUdevice_attribute;
   using CUjit_option = cuda::CUjit_option;
   using CUpointer_attribute = cuda::CUpointer_attribute;
+  using CUlaunchConfig = cuda::CUlaunchConfig;
 
 #define KVRT_CU_REQUIRED(member, symbol, ...)                                  \
   CUresult (*member)(__VA_ARGS__) = nullptr;

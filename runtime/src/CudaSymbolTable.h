@@ -49,3 +49,7 @@ KVRT_CU_REQUIRED(cuStreamSynchronize, "cuStreamSynchronize", CUstream)
 // that a context created at the address of a destroyed one is not mistaken
 // for it.
 KVRT_CU_OPTIONAL(cuCtxGetId, "cuCtxGetId", CUcontext, unsigned long long *)
+// CUDA 12.0+: a launch with attributes. Only programmatic dependent launch
+// (kvrt_bundle_set_programmatic_launch) uses it.
+KVRT_CU_OPTIONAL(cuLaunchKernelEx, "cuLaunchKernelEx", const CUlaunchConfig *,
+                 CUfunction, void **, void **)

@@ -67,6 +67,34 @@ enum : unsigned {
   CU_MEMORYTYPE_UNIFIED = 4,
 };
 
+// cuLaunchKernelEx's configuration (CUDA 12.0+), for programmatic dependent
+// launch: only the one attribute kvrt sets is named.
+typedef int CUlaunchAttributeID;
+enum : CUlaunchAttributeID {
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+};
+typedef union CUlaunchAttributeValue {
+  char pad[64];
+  int programmaticStreamSerializationAllowed;
+} CUlaunchAttributeValue;
+typedef struct CUlaunchAttribute {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  CUlaunchAttributeValue value;
+} CUlaunchAttribute;
+typedef struct CUlaunchConfig {
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+
 } // namespace kvrt::impl::cuda
 
 #endif // KVRT_SRC_CUDATYPES_H

@@ -1,6 +1,7 @@
 //===- GpuLauncher.cpp - modules per context, and cuLaunchKernel ----------===//
 
 #include "GpuLauncher.h"
+#include "ProgrammaticLaunch.h"
 
 #include <algorithm>
 #include <climits>
@@ -330,23 +331,42 @@ Status GpuLauncher::copyToHost(const LaunchPlan &plan, const TensorView &view,
 }
 
 Status GpuLauncher::launch(const LaunchPlan &plan, int kernelIndex,
-                           PackedParams &params, kvrt_stream stream) {
+                           PackedParams &params, kvrt_stream stream,
+                           bool programmatic) {
   const CudaDriver *process = nullptr;
   KVRT_RETURN_IF_ERROR(CudaDriver::get(&process));
   const CudaDriver &cu = *process;
 
-  CUcontext context = nullptr;
+  // The fast path: this thread resolved this kernel in the current context
+  // before, so the context's device is the tensors' and the module is
+  // loaded.
+  CUcontext current = nullptr;
+  unsigned long long currentId = 0;
+  KVRT_CUDA_CHECK(cu, cuCtxGetCurrent(&current));
+  if (current && cu.cuCtxGetId)
+    KVRT_CUDA_CHECK(cu, cuCtxGetId(current, &currentId));
+  CUfunction function =
+      current ? FunctionCache::find(id, current, currentId,
+                                    plan.device.device_id, kernelIndex)
+              : nullptr;
+
+  CUcontext context = current;
   CUdevice device = 0;
   bool push = false;
-  KVRT_RETURN_IF_ERROR(acquireContext(cu, plan, &context, &device, &push));
+  if (!function)
+    KVRT_RETURN_IF_ERROR(acquireContext(cu, plan, &context, &device, &push));
   KVRT_RETURN_IF_ERROR(checkPointers(cu, plan));
   if (push)
     KVRT_CUDA_CHECK(cu, cuCtxPushCurrent(context));
   ContextScope scope(cu, push);
 
-  CUfunction function = nullptr;
-  KVRT_RETURN_IF_ERROR(
-      getFunction(cu, context, device, kernelIndex, &function));
+  if (!function) {
+    KVRT_RETURN_IF_ERROR(
+        getFunction(cu, context, device, kernelIndex, &function));
+    if (!push)
+      FunctionCache::remember({id, context, currentId, plan.device.device_id,
+                               kernelIndex, function});
+  }
 
   const LaunchDescription &geometry = manifest.kernels[kernelIndex].launch;
   int64_t blocks =
@@ -358,6 +378,13 @@ Status GpuLauncher::launch(const LaunchPlan &plan, int kernelIndex,
                       plan.buffers[0].name,
                       static_cast<long long>(plan.numTokens),
                       static_cast<long long>(blocks));
+  if (programmatic)
+    return launchProgrammatic(
+        cu, function,
+        LaunchShape{static_cast<unsigned>(blocks),
+                    static_cast<unsigned>(geometry.threadsX),
+                    static_cast<unsigned>(geometry.tokensPerBlock)},
+        static_cast<CUstream>(stream), params.data());
   CUresult result = cu.cuLaunchKernel(
       function, static_cast<unsigned>(blocks), 1, 1,
       static_cast<unsigned>(geometry.threadsX),

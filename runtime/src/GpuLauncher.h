@@ -12,6 +12,7 @@
 #define KVRT_SRC_GPULAUNCHER_H
 
 #include "CudaDriver.h"
+#include "FunctionCache.h"
 #include "Manifest.h"
 #include "Packing.h"
 #include "Validation.h"
@@ -23,15 +24,18 @@ namespace kvrt::impl {
 
 class GpuLauncher {
 public:
-  explicit GpuLauncher(const Manifest &manifest) : manifest(manifest) {}
+  explicit GpuLauncher(const Manifest &manifest)
+      : manifest(manifest), id(nextLauncherId()) {}
   GpuLauncher(const GpuLauncher &) = delete;
   GpuLauncher &operator=(const GpuLauncher &) = delete;
   /// Unloads the modules and releases the primary contexts it retained.
   ~GpuLauncher();
 
   /// Launches manifest kernel `kernelIndex` on `stream`, asynchronously.
+  /// With `programmatic`, through cuLaunchKernelEx with programmatic stream
+  /// serialization (the kernel must wait for its producer itself).
   Status launch(const LaunchPlan &plan, int kernelIndex, PackedParams &params,
-                kvrt_stream stream);
+                kvrt_stream stream, bool programmatic = false);
 
   /// Copies `bytes` bytes at `view.first` (device memory of the plan's
   /// device) to `out` on `stream`, and waits for the copy: checked mode.
@@ -70,6 +74,8 @@ private:
                     CUdevice device, CUmodule *out);
 
   const Manifest &manifest;
+  /// FunctionCache's key: unique in the process.
+  const uint64_t id;
   /// Guards everything below; held to find or load a module, not to launch.
   std::mutex mutex;
   /// Set with the first module or retained context: what the destructor

@@ -113,6 +113,10 @@ struct KernelDescription {
   int64_t alignment = 1;
   int64_t vectorElems = 1;
   LaunchDescription launch;
+  /// The kernel waits (griddepcontrol.wait) before its first load of an
+  /// input: it may be launched to overlap the previous kernel in its stream
+  /// (manifest "programmatic_launch", optional, false where absent).
+  bool programmaticLaunch = false;
 };
 
 /// What a launch names: one description of the bundle. An append-like one has

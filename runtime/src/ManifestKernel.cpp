@@ -270,6 +270,8 @@ static std::string manifestJson(const KernelDescription &kernel) {
   if (kernel.kind != KernelKind::SlotMapping)
     launch["chunks_per_token"] = kernel.launch.chunksPerToken;
   entry["launch"] = launch;
+  if (kernel.programmaticLaunch)
+    entry["programmatic_launch"] = true;
   json params = json::array();
   abi::forEachParam(
       kernel.kind, kernel.cache.quantization(), !kernel.cache.hasValue(),
@@ -419,6 +421,9 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
                       kernel.field("launch").c_str(),
                       static_cast<long long>(geometry.threadsX),
                       static_cast<long long>(geometry.tokensPerBlock));
+
+  KVRT_RETURN_IF_ERROR(kernel.getBool(
+      "programmatic_launch", &out->programmaticLaunch, /*required=*/false));
 
   auto params = object.find("params");
   if (params == object.end())

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 
 namespace ours = kvrt::impl::cuda;
@@ -51,6 +52,17 @@ KVRT_SAME(CU_MEMORYTYPE_UNIFIED);
 static_assert(sizeof(ours::CUdeviceptr) == sizeof(CUdeviceptr));
 static_assert(sizeof(ours::CUdevice) == sizeof(CUdevice));
 static_assert(sizeof(ours::CUresult) == sizeof(CUresult));
+KVRT_SAME(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+static_assert(sizeof(ours::CUlaunchAttribute) == sizeof(CUlaunchAttribute));
+static_assert(offsetof(ours::CUlaunchAttribute, value) ==
+              offsetof(CUlaunchAttribute, value));
+static_assert(sizeof(ours::CUlaunchConfig) == sizeof(CUlaunchConfig));
+static_assert(offsetof(ours::CUlaunchConfig, hStream) ==
+              offsetof(CUlaunchConfig, hStream));
+static_assert(offsetof(ours::CUlaunchConfig, attrs) ==
+              offsetof(CUlaunchConfig, attrs));
+static_assert(offsetof(ours::CUlaunchConfig, numAttrs) ==
+              offsetof(CUlaunchConfig, numAttrs));
 
 #define KVRT_STRINGIFY(x) #x
 // Expands cuda.h's #define (cuCtxPushCurrent -> cuCtxPushCurrent_v2) first.

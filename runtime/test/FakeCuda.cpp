@@ -66,6 +66,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   return 0;
 }
 CUresult cuDeviceGetCount(int *count) {
+  ++state.deviceCountQueries;
   *count = state.deviceCount;
   return 0;
 }
@@ -172,6 +173,20 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
   for (int i = 0; i < state.paramsToRecord && i < 64; ++i)
     std::memcpy(&state.params[i], params[i], sizeof(int64_t));
   return 0;
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,
+                          void **params, void **extra) {
+  state.lastProgrammatic = -1;
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (config->attrs[i].id ==
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      state.lastProgrammatic =
+          config->attrs[i].value.programmaticStreamSerializationAllowed;
+  ++state.launchesEx;
+  return cuLaunchKernel(function, config->gridDimX, config->gridDimY,
+                        config->gridDimZ, config->blockDimX, config->blockDimY,
+                        config->blockDimZ, config->sharedMemBytes,
+                        config->hStream, params, extra);
 }
 CUresult cuPointerGetAttributes(unsigned int count,
                                 CUpointer_attribute *attributes, void **data,

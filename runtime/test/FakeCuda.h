@@ -47,6 +47,10 @@ struct FakeCudaState {
   void *lastLoadContext = nullptr;
   int functionLookups = 0;
   int launches = 0;
+  /// Of `launches`, those through cuLaunchKernelEx, and the last one's
+  /// programmatic-stream-serialization attribute (-1: not set).
+  int launchesEx = 0;
+  int lastProgrammatic = -1;
   char lastFunction[64] = {};
   unsigned grid[3] = {};
   unsigned block[3] = {};
@@ -55,6 +59,8 @@ struct FakeCudaState {
   void *launchContext = nullptr;
   int64_t params[64] = {};
   int pointerQueries = 0;
+  /// cuDeviceGetCount calls: the launcher's slow path (acquiring a context).
+  int deviceCountQueries = 0;
   /// cuMemcpyDtoHAsync_v2 copies (the "device" pointer is host memory) and
   /// cuStreamSynchronize calls, and the stream and context of the last copy.
   int copies = 0;

@@ -63,6 +63,12 @@ cl::opt<std::string> driver::features("kvgen-features",
 cl::opt<bool> driver::withCubin("with-cubin",
                                 cl::desc("Put a cubin (ptxas) in the bundle"),
                                 cl::init(false), cl::cat(kvgenCategory));
+cl::opt<bool> driver::programmaticLaunch(
+    "programmatic-launch",
+    cl::desc("Kernels wait for the previous kernel in their stream "
+             "(griddepcontrol, sm_90+), for kvrt's programmatic dependent "
+             "launch; the manifest says programmatic_launch"),
+    cl::init(false), cl::cat(kvgenCategory));
 cl::opt<bool> driver::ptxasVerbose(
     "ptxas-verbose", cl::desc("Run ptxas -v on the PTX and print its report"),
     cl::init(false), cl::cat(kvgenCategory));

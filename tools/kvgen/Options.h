@@ -42,6 +42,7 @@ extern llvm::cl::opt<Target> target;
 extern llvm::cl::opt<std::string> chip;
 extern llvm::cl::opt<std::string> features;
 extern llvm::cl::opt<bool> withCubin;
+extern llvm::cl::opt<bool> programmaticLaunch;
 extern llvm::cl::opt<bool> ptxasVerbose;
 extern llvm::cl::opt<bool> verifyDiagnostics;
 extern llvm::cl::opt<std::string> nameFlag;

@@ -100,6 +100,8 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   GPUTargetOptions gpuOptions;
   gpuOptions.chip = chip;
   gpuOptions.features = features;
+  // The host has no grid to wait for: its kernels never say they wait.
+  gpuOptions.programmaticLaunch = programmaticLaunch && target != Target::Host;
 
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))

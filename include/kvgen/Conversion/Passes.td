@@ -115,4 +115,33 @@ def KVExpandFP8Casts : Pass<"kv-expand-fp8-casts"> {
   ];
 }
 
+def KVProgrammaticLaunch : Pass<"kv-programmatic-launch", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Let a kv kernel's launch overlap the previous kernel's tail";
+  let description = [{
+    Programmatic dependent launch (sm_90 and newer). In every `gpu.func`
+    kernel of the module, before the SCF lowering: `nvvm.griddepcontrol
+    wait` goes before the first operation of the entry block that reads
+    memory (or holds one that does, or whose effects are unknown), so that
+    no input, the slot mapping included, is read before the previous grid in
+    the stream has finished and its writes are visible; the address math
+    that reads nothing runs before it. `nvvm.griddepcontrol
+    launch_dependents` goes after the last read: after the last top-level
+    operation that reads, descending into `scf.if` branches (not into
+    loops), so that the next kernel may start launching while this one
+    stores. An empty `llvm.inline_asm` with a memory clobber follows the
+    wait: LLVM's griddepcontrol intrinsics do not touch memory, so without
+    it a load could be hoisted above the wait. kvrt launches such a kernel with programmatic stream
+    serialization only when asked (the manifest's `programmatic_launch`);
+    launched plainly, the wait returns at once. The host target does not
+    run this pass. A chip below sm_90, or a kernel that already has a
+    griddepcontrol, is an error.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The target chip (sm_90 or newer)">
+  ];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // KVGEN_CONVERSION_PASSES_TD

@@ -47,6 +47,9 @@ struct GPUTargetOptions {
   std::string chip = "sm_90";
   std::string features = "+ptx80";
   unsigned optLevel = 3;
+  /// Kernels wait for the previous grid (kv-programmatic-launch) and the
+  /// manifest says so, for kvrt's programmatic dependent launch.
+  bool programmaticLaunch = false;
 };
 
 /// Collects the kernel plans of every kv op in `module` (before lowering).

@@ -94,6 +94,23 @@ kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
  * environment variable KVRT_CHECKED=1 turns it on for every bundle loaded. */
 kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled);
 
+/* Programmatic dependent launch (sm_90 and newer, a CUDA 12 driver): a kernel
+ * compiled with `kvgen --programmatic-launch` waits (griddepcontrol.wait)
+ * before its first load of any input, and its manifest entry says
+ * "programmatic_launch": true. With this mode on, kvrt launches such a kernel
+ * with cuLaunchKernelEx and CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_
+ * SERIALIZATION, so that its launch overlaps the tail of the previous kernel
+ * in the stream (in a graph too: the capture records a programmatic edge);
+ * a kernel that does not wait is launched as before, with cuLaunchKernel,
+ * because overlapping it would race with its producer. Enabling the mode on a
+ * bundle with no waiting kernel is refused (KVRT_ERROR_INVALID_ARGUMENT); a
+ * launch that needs cuLaunchKernelEx on a driver without it fails with
+ * KVRT_ERROR_NOT_FOUND, nothing launched. Off by default; the environment
+ * variable KVRT_PDL=1 turns it on for every bundle loaded. Host launches
+ * ignore it. */
+kvrt_status kvrt_bundle_set_programmatic_launch(kvrt_bundle *bundle,
+                                                int enabled);
+
 /* Which variant a launch may use. AUTO picks the vector variant when every
  * tensor meets its alignment promise, else the scalar one. */
 typedef enum kvrt_variant {

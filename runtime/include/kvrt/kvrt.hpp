@@ -121,6 +121,12 @@ public:
   Status gather(const kvrt_gather_args &args, kvrt_stream stream = nullptr) {
     return Status::fromCode(kvrt_gather(bundle, &args, stream));
   }
+  /// Programmatic dependent launch (kvrt_bundle_set_programmatic_launch).
+  Status setProgrammaticLaunch(bool enabled) {
+    return Status::fromCode(
+        kvrt_bundle_set_programmatic_launch(bundle, enabled ? 1 : 0));
+  }
+
   /// Checked mode (kvrt_bundle_set_checked): a debugging aid.
   Status setChecked(bool enabled) {
     return Status::fromCode(kvrt_bundle_set_checked(bundle, enabled ? 1 : 0));

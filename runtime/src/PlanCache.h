@@ -1,0 +1,85 @@
+//===- PlanCache.h - validated launches, remembered per thread ------------===//
+//
+// An eager loop launches the same bundle with the same tensors (the same
+// pointers, shapes and strides) call after call; validating them again costs
+// as much as the launch. Each thread therefore remembers its last few plans,
+// keyed on everything validation reads: the bundle, the kernel kind and name,
+// the variant, and every field of every DLTensor of the arguments (data,
+// byte_offset, device, ndim, dtype, and the contents of shape and strides).
+// Any difference, one pointer or one stride, is a miss and plans again, so a
+// hit is a plan that validation would have produced itself. Only plans that
+// passed are remembered; a refusal is planned, and refused, every time.
+// Checked mode reads the slots' values, which no key covers: it runs on the
+// plan, remembered or not, at every launch.
+//
+// A remembered plan's views keep the DLTensor pointers of the call that
+// planned it; after planning they are only compared with each other (the K
+// and V views of one dual_stacked cache), never read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVRT_SRC_PLANCACHE_H
+#define KVRT_SRC_PLANCACHE_H
+
+#include "Validation.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kvrt::impl {
+
+/// Everything validation reads from a launch's arguments, as words.
+class LaunchKey {
+public:
+  /// The launch's identity: bundle (its unique id), kind, kernel name.
+  LaunchKey(uint64_t bundleId, KernelKind kind, const char *kernel);
+
+  /// Adds one argument tensor (NULL allowed). A tensor whose fields would
+  /// make validation refuse it before reading them all (a rank past
+  /// kMaxRank, a NULL shape) makes the key unusable: such a launch is
+  /// planned, and refused, every time.
+  void addTensor(const DLTensor *tensor);
+  /// Adds a raw word (the variant, read as its bits).
+  void addWord(uint64_t word);
+
+  bool usable() const { return ok; }
+  bool operator==(const LaunchKey &other) const;
+
+private:
+  friend class PlanCache;
+  static constexpr int kMaxWords = 256;
+  uint64_t bundleId;
+  KernelKind kind;
+  const char *kernel;
+  uint64_t words[kMaxWords];
+  int count = 0;
+  bool ok = true;
+};
+
+/// Adds every tensor of a launch's arguments, and its variant's bits.
+void addArguments(LaunchKey &key, const kvrt_append_args &args);
+void addArguments(LaunchKey &key, const kvrt_slot_mapping_args &args);
+void addArguments(LaunchKey &key, const kvrt_fused_append_args &args);
+void addArguments(LaunchKey &key, const kvrt_gather_args &args);
+void addArguments(LaunchKey &key, const kvrt_mla_append_args &args);
+
+/// The calling thread's remembered plans.
+class PlanCache {
+public:
+  /// The plan remembered for `key`, or nullptr.
+  static const LaunchPlan *find(const LaunchKey &key);
+  /// Remembers `plan` for `key` (a usable key), evicting the oldest entry.
+  static void remember(const LaunchKey &key, const LaunchPlan &plan);
+  /// Forgets every plan of the calling thread (tests).
+  static void clear();
+  /// The calling thread's hits so far (tests).
+  static uint64_t hits();
+};
+
+/// A process-wide id, never reused: a bundle created at the address of a
+/// destroyed one gets a new id, so a plan of the old one never hits.
+uint64_t nextBundleId();
+
+} // namespace kvrt::impl
+
+#endif // KVRT_SRC_PLANCACHE_H
