@@ -2,10 +2,24 @@
 
 #include "kvgen/Conversion/KernelPlan.h"
 
+#include "llvm/Support/CommandLine.h"
+
 #include <numeric>
 
 using namespace mlir;
 using namespace kvgen;
+
+// Tuning overrides of the plan's choices, for measuring alternatives side by
+// side (docs/PERFORMANCE.md); the defaults are the plan's own.
+static llvm::cl::opt<int64_t> clChunksPerThread(
+    "kvgen-chunks-per-thread", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::desc("Chunks one thread of a static or unquantized append "
+                   "moves, loads before stores (0: the plan's choice; "
+                   "applies where it divides a token's chunks)"));
+static llvm::cl::opt<int64_t> clMinBlocksPerSM(
+    "kvgen-min-blocks-per-sm", llvm::cl::Hidden, llvm::cl::init(-1),
+    llvm::cl::desc("Blocks per SM ptxas must leave room for (-1: the "
+                   "plan's choice; 0: no bound)"));
 
 abi::Quantization KernelPlan::getQuantization() const {
   kv::QuantAttr quant = cache.getQuant();
@@ -36,6 +50,13 @@ static void chooseLaunch(KernelPlan &plan) {
                            kMaxThreadsPerToken);
   plan.tokensPerBlock =
       std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
+}
+
+/// No occupancy bound unless asked for: holding a quantized kernel to 32
+/// registers (full occupancy at 128 threads a block) spills in most shapes
+/// (its 16 IEEE divisions a chunk pair want a few more).
+static int64_t chooseMinBlocksPerSM(const KernelPlan &) {
+  return clMinBlocksPerSM >= 0 ? clMinBlocksPerSM : 0;
 }
 
 std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
@@ -107,6 +128,9 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     constexpr int64_t kWarp = 32;
     int64_t g = base.chunksPerGroup;
     base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
+  } else if (base.kind != KernelKind::Gather && clChunksPerThread > 0 &&
+             base.chunksPerToken % clChunksPerThread == 0) {
+    base.chunksPerThread = clChunksPerThread;
   }
   chooseLaunch(base);
 
@@ -114,6 +138,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   vector.variant = KernelVariant::Vector;
   vector.vectorBytes = vec * widest;
   vector.alignment = vec * widest;
+  vector.minBlocksPerSM = chooseMinBlocksPerSM(vector);
   plans.push_back(vector);
 
   KernelPlan scalar = base;
@@ -121,6 +146,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   scalar.variant = KernelVariant::Scalar;
   scalar.vectorBytes = widest;
   scalar.alignment = std::min(srcBytes, cacheBytes);
+  scalar.minBlocksPerSM = chooseMinBlocksPerSM(scalar);
   plans.push_back(scalar);
   return plans;
 }
