@@ -52,11 +52,35 @@ static void chooseLaunch(KernelPlan &plan) {
       std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
 }
 
-/// No occupancy bound unless asked for: holding a quantized kernel to 32
-/// registers (full occupancy at 128 threads a block) spills in most shapes
-/// (its 16 IEEE divisions a chunk pair want a few more).
-static int64_t chooseMinBlocksPerSM(const KernelPlan &) {
-  return clMinBlocksPerSM >= 0 ? clMinBlocksPerSM : 0;
+/// Full occupancy for the quantized appends that fit it: the vector variant
+/// of a paged or contiguous append (not vllm_vectorized, whose value cache
+/// takes element stores) with one token a block and one chunk (or group) a
+/// thread, quantized with one scale a token (static per_tensor or per_token)
+/// or a dynamic per_token_head scale. Their IEEE divisions (16 a chunk pair)
+/// take such a kernel a few registers past 32, which at 128 threads a block
+/// leaves room for 12 blocks of 16 on an SM; held to 32 (.minnctapersm),
+/// ptxas fits them without spilling (test/Target/ptxas-quant.test and
+/// ptxas-occupancy.test). Other shapes (a chunk loop, per-head scales, four
+/// tokens a block) spill when held to 32, and get no bound.
+static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
+  constexpr int64_t kThreadsPerSM = 2048;
+  if (clMinBlocksPerSM >= 0)
+    return clMinBlocksPerSM;
+  kv::QuantAttr quant = plan.cache.getQuant();
+  if (plan.kind != KernelKind::Append ||
+      plan.variant != KernelVariant::Vector || !quant ||
+      plan.cache.getLayout() == kv::LayoutKind::VllmVectorized ||
+      plan.tokensPerBlock != 1 || plan.chunksPerThread != 1 ||
+      plan.getIterationsPerToken() * plan.lanesPerGroup != plan.threadsX)
+    return 0;
+  kv::ScaleGranularity g = quant.getGranularity();
+  bool fits = quant.getMode() == kv::ScaleMode::Static
+                  ? g == kv::ScaleGranularity::PerTensor ||
+                        g == kv::ScaleGranularity::PerToken
+                  : g == kv::ScaleGranularity::PerTokenHead;
+  if (!fits)
+    return 0;
+  return kThreadsPerSM / plan.threadsX;
 }
 
 std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
