@@ -64,6 +64,20 @@ def parse_sizes(text):
     return sizes
 
 
+MODES = ("cold", "eager", "graph")
+
+
+def parse_modes(text):
+    """'cold,graph' -> ['cold', 'graph']; known modes only."""
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if not modes or bad:
+        raise argparse.ArgumentTypeError(
+            "modes are a comma-separated list of %s, not %r" %
+            (", ".join(MODES), text))
+    return modes
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -89,6 +103,10 @@ def parse_args(argv):
     parser.add_argument("--prefill", type=parse_sizes, default=PREFILL_TOKENS,
                         help="prefill sizes, multiples of %d"
                              % PREFILL_REQUEST_TOKENS)
+    parser.add_argument("--modes", type=parse_modes, default=list(MODES),
+                        help="modes to time, e.g. cold,graph (default: %s; "
+                             "graph applies to decode sizes only)"
+                        % ",".join(MODES))
     parser.add_argument("--quick", action="store_true",
                         help="fewer repetitions: a smoke test, not a "
                              "measurement")
@@ -156,6 +174,17 @@ def unsupported(desc):
         return ("the peer quantizes fp8_e4m3 per_tensor static with IEEE "
                 "division only, not %s" % json.dumps(quant, sort_keys=True))
     return ""
+
+
+def reference_checkable(desc):
+    """Whether a description the peer cannot do is timed alone and checked
+    against a torch reference instead: int8 per (token, head) with dynamic
+    scales, from bf16, into a paged NHD cache."""
+    quant = desc["quant"]
+    return (desc["layout"] == "paged_nhd" and desc["source_dtype"] == "bf16"
+            and quant is not None and quant.get("kind") == "int8" and
+            quant.get("granularity") == "per_token_head" and
+            quant.get("mode") == "dynamic" and not quant.get("reciprocal"))
 
 
 def bytes_per_token(desc):

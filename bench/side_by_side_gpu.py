@@ -76,7 +76,8 @@ def dl_dtype(torch_dtype):
             torch.float32: (capi.FLOAT, 32),
             torch.int64: (capi.INT, 64),
             # fp8 caches go to kvrt as uint8, one of the forms it accepts.
-            torch.float8_e4m3fn: (capi.UINT, 8)}[torch_dtype]
+            torch.float8_e4m3fn: (capi.UINT, 8),
+            torch.int8: (capi.INT, 8)}[torch_dtype]
 
 
 class Tensors:
@@ -219,8 +220,11 @@ class Setup:
                                     dtype=torch.bfloat16)
         self.value_pool = torch.randn(pool, h, d, generator=gen, device="cuda",
                                       dtype=torch.bfloat16)
-        fp8 = desc["quant"] is not None
-        cache_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+        quant = desc["quant"]
+        dynamic = quant is not None and quant.get("mode") == "dynamic"
+        fp8 = quant is not None and not dynamic
+        cache_dtype = torch.int8 if dynamic else (
+            torch.float8_e4m3fn if fp8 else torch.bfloat16)
         shape = (self.blocks, bs, h, d)
         self.key_cache = torch.randn(shape, generator=gen, device="cuda",
                                      dtype=torch.bfloat16).to(cache_dtype)
@@ -228,6 +232,10 @@ class Setup:
                                        dtype=torch.bfloat16).to(cache_dtype)
         self.scale = torch.full((1,), 1.0 / 128, dtype=torch.float32,
                                 device="cuda") if fp8 else None
+        # Dynamic per (token, head) scales: [num_blocks, block_size, H].
+        self.scale_caches = tuple(
+            torch.rand((self.blocks, bs, h), generator=gen, device="cuda")
+            for _ in range(2)) if dynamic else None
 
     def sets(self, case):
         t = case["tokens"]
@@ -242,6 +250,8 @@ def kvgen_launcher(kvrt, bundle, name, setup, sets, stream):
     key_cache, value_cache = tensors(setup.key_cache), tensors(
         setup.value_cache)
     scale = tensors(setup.scale) if setup.scale is not None else None
+    scale_caches = tuple(tensors(c) for c in setup.scale_caches) \
+        if setup.scale_caches is not None else None
     args = []
     for k, v, s in sets:
         a = capi.AppendArgs(name.encode(), tensors(k), tensors(v), tensors(s),
@@ -249,6 +259,8 @@ def kvgen_launcher(kvrt, bundle, name, setup, sets, stream):
         if scale is not None:
             a.key_scale = scale
             a.value_scale = scale
+        if setup.scale_caches is not None:
+            a.key_scale_cache, a.value_scale_cache = scale_caches
         args.append(a)
     refs = [ctypes.byref(a) for a in args]
     handle = ctypes.c_void_p(stream.cuda_stream)
@@ -303,10 +315,39 @@ def check(setup, kvgen, peer, sets):
         k.shape[0], "agree" if same else "DIFFER", source)
 
 
+def check_dynamic_int8(setup, kvgen, sets):
+    """kvgen alone writes set 0; its int8 rows and scales must equal a torch
+    reference of the convention (docs/CONTRACT.md): per (token, head), scale
+    = amax of the finite |x| / 127 (1 where that is 0), q = x / scale in
+    IEEE fp32, clamped to +-127, rounded to nearest even, NaN to 0."""
+    k, v, slots = sets[0]
+    kvgen(0)
+    torch.cuda.synchronize()
+    ok = True
+    for x, cache, scales in ((k, setup.key_cache, setup.scale_caches[0]),
+                             (v, setup.value_cache, setup.scale_caches[1])):
+        xf = x.float()
+        a = xf.abs()
+        amax = torch.where(torch.isfinite(a), a, torch.zeros_like(a)).amax(-1)
+        # A tensor divisor: torch multiplies by the reciprocal of a scalar.
+        s = torch.where(amax > 0, amax / torch.full_like(amax, 127.0),
+                        torch.ones_like(amax))
+        q = (xf / s[..., None]).clamp(-127.0, 127.0)
+        q = torch.round(torch.where(torch.isnan(q), torch.zeros_like(q), q))
+        h = cache.shape[2]
+        rows = cache.view(-1, h, cache.shape[3])[slots]
+        ok = ok and torch.equal(rows, q.to(torch.int8)) and torch.equal(
+            scales.view(-1, h)[slots].view(torch.int32),
+            s.view(torch.int32))
+    return ok, "set 0 of %d tokens: kvgen int8 rows and scales %s the torch " \
+        "reference" % (k.shape[0], "equal" if ok else "DIFFER from")
+
+
 def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
     desc = sbs.description_from_manifest(manifest)
     why = sbs.unsupported(desc)
-    if why:
+    alone = bool(why) and sbs.reference_checkable(desc)
+    if why and not alone:
         return {"name": name, "skipped": why}
     per_token = sbs.bytes_per_token(desc)
     cases = sbs.make_cases(desc, args.decode, args.prefill, args.seed)
@@ -317,22 +358,26 @@ def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
               "rows": [], "checks": [], "ok": True}
     # The check writes the largest size's first set: the most rows.
     largest = max(cases, key=lambda c: c["tokens"])
+    if alone:
+        result["peer"] = "none: %s" % why
     for case in cases:
         sets = setup.sets(case)
         kvgen = kvgen_launcher(kvrt, bundle, name, setup, sets, timer.stream)
-        other = peer_launcher(peer, args.peer_variant, setup, sets)
+        other = None if alone else peer_launcher(peer, args.peer_variant,
+                                                 setup, sets)
         if case is largest:
-            ok, detail = check(setup, kvgen, other, sets)
+            ok, detail = check_dynamic_int8(setup, kvgen, sets) if alone \
+                else check(setup, kvgen, other, sets)
             result["checks"].append(detail)
             result["ok"] = result["ok"] and ok
             print("  check: %s" % detail, flush=True)
-        modes = ["cold", "eager"] + (["graph"] if case["phase"] == "decode"
-                                     else [])
+        modes = [m for m in args.modes
+                 if m != "graph" or case["phase"] == "decode"]
         for mode in modes:
             time_mode = getattr(timer, mode)
             # Interleaved: kvgen, peer, so drift hits both alike.
             k = time_mode(kvgen, case["sets"])
-            p = time_mode(other, case["sets"])
+            p = time_mode(other, case["sets"]) if other else []
             row = sbs.make_row(case["phase"], case["tokens"], case["sets"],
                                mode, k, p, per_token, copy_gbps)
             result["rows"].append(row)

@@ -32,6 +32,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace kvgen {
@@ -41,6 +42,12 @@ namespace kvgen {
 
 using namespace mlir;
 using namespace kvgen;
+
+// A tuning alternative measured side by side (docs/PERFORMANCE.md).
+static llvm::cl::opt<bool> clElideTokenCheck(
+    "kvgen-elide-token-check", llvm::cl::Hidden, llvm::cl::init(false),
+    llvm::cl::desc("Omit the token < num_tokens test of kernels with one "
+                   "token a block (the launch ABI's grid guarantees it)"));
 
 /// The lane count of the lane loops nested in `loop`'s body (1 if none):
 /// they must all run from 0 by 1 to the same constant power of two of at
@@ -191,6 +198,11 @@ static LogicalResult mapToKernel(func::FuncOp func,
   kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
       {int32_t(threadsX), int32_t(tokensPerBlock), 1}));
   kernel->setAttr(kLaunchAttrName, launch);
+  // The plan's occupancy bound becomes ptxas's .minnctapersm.
+  if (auto minBlocks =
+          func->getAttrOfType<IntegerAttr>(kMinBlocksPerSMAttrName))
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    builder.getI32IntegerAttr(int32_t(minBlocks.getInt())));
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
     if (Attribute name = func.getArgAttr(i, "kv.name"))
       kernel.setArgAttr(i, "kv.name", name);
@@ -208,16 +220,23 @@ static LogicalResult mapToKernel(func::FuncOp func,
   Value tokenBound = map.lookupOrDefault(loop.getUpperBound()[0]);
   Value blockId = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value tx = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value ty = gpu::ThreadIdOp::create(b, gpu::Dimension::y);
-  Value token = arith::AddIOp::create(
-      b,
-      arith::MulIOp::create(b, blockId,
-                            arith::ConstantIndexOp::create(b, tokensPerBlock)),
-      ty);
-  auto inRange = scf::IfOp::create(
-      b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, token, tokenBound),
-      /*withElseRegion=*/false);
-  b.setInsertionPointToStart(inRange.thenBlock());
+  Value token = blockId;
+  if (tokensPerBlock > 1)
+    token = arith::AddIOp::create(
+        b,
+        arith::MulIOp::create(
+            b, blockId, arith::ConstantIndexOp::create(b, tokensPerBlock)),
+        gpu::ThreadIdOp::create(b, gpu::Dimension::y));
+  // With one token a block, the grid of the launch ABI has exactly
+  // num_tokens blocks and the bound holds by construction; the test then
+  // only delays the slot load behind a parameter load.
+  if (tokensPerBlock > 1 || !clElideTokenCheck) {
+    auto inRange = scf::IfOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, token, tokenBound),
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(inRange.thenBlock());
+  }
 
   // One chunk per thread (or per `lanes` threads) when the token fits in the
   // block's x extent (the common case: no loop, no bound check); otherwise a

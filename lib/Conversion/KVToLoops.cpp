@@ -256,17 +256,25 @@ void KernelBuilder::build() {
     // The address math that does not need the slot comes first, so that it
     // runs while the slot is loaded (or computed); a dynamic scale's group
     // walks its chunks in loops after the check instead.
-    std::optional<ChunkAddresses> chunk;
+    SmallVector<ChunkAddresses> chunks;
     kv::QuantAttr quant = cache.getQuant();
     if (!quant || quant.getMode() == kv::ScaleMode::Static) {
-      auto [head, d0] = chunkPosition(toI64(c));
-      chunk = chunkAddresses(t, head, d0);
-      // LLVM would sink these behind the slot check (kv-pin-before-slot).
-      // A K-only cache has no value terms.
-      for (Value v : {chunk->keySource, chunk->valueSource, chunk->peSource,
-                      chunk->keyCache, chunk->valueCache})
-        if (Operation *def = v ? v.getDefiningOp() : nullptr)
-          def->setAttr(kBeforeSlotAttrName, b.getUnitAttr());
+      for (int64_t j = 0; j < plan.chunksPerThread; ++j) {
+        Value cj = toI64(c);
+        if (j > 0)
+          cj = add(cj, i64(j * plan.getIterationsPerToken()));
+        auto [head, d0] = chunkPosition(cj);
+        ChunkAddresses &at = chunks.emplace_back(chunkAddresses(t, head, d0));
+        // LLVM would sink the source offsets behind the slot check
+        // (kv-pin-before-slot); the loads right after the check need them.
+        // The cache offsets are left to sink: the stores wait for the
+        // loaded data anyway, and holding them across the loads (and a
+        // quantized kernel's divisions) costs registers. A K-only cache has
+        // no value terms.
+        for (Value v : {at.keySource, at.valueSource, at.peSource})
+          if (Operation *def = v ? v.getDefiningOp() : nullptr)
+            def->setAttr(kBeforeSlotAttrName, b.getUnitAttr());
+      }
     }
     Value slot =
         plan.kind == KernelKind::FusedAppend
@@ -274,7 +282,7 @@ void KernelBuilder::build() {
             : Value(memref::LoadOp::create(
                   b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
                   /*nontemporal=*/false, llvm::MaybeAlign(8)));
-    emitAppendChunk(slot, t, c, chunk);
+    emitAppendChunk(slot, t, c, chunks);
     break;
   }
   case KernelKind::SlotMapping:
@@ -331,6 +339,9 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
   func->setAttr(kLaunchAttrName,
                 kv::LaunchAttr::get(builder.getContext(), plan.threadsX,
                                     plan.tokensPerBlock, plan.chunksPerToken));
+  if (plan.minBlocksPerSM > 0)
+    func->setAttr(kMinBlocksPerSMAttrName,
+                  builder.getI64IntegerAttr(plan.minBlocksPerSM));
   for (auto [i, param] : llvm::enumerate(params))
     func.setArgAttr(i, "kv.name", builder.getStringAttr(abi::paramName(param)));
 

@@ -62,44 +62,58 @@ void KernelBuilder::emitIfValidSlot(Value slot, Value &block, Value &pos) {
   b.setInsertionPointToStart(ifOp.thenBlock());
 }
 
-void KernelBuilder::emitAppendOne(const ChunkAddresses &at, Value block,
-                                  Value pos, ArrayRef<Value> scales) {
+void KernelBuilder::emitAppend(ArrayRef<ChunkAddresses> chunks, Value block,
+                               Value pos, ArrayRef<Value> scales) {
   kv::QuantAttr quant = cache.getQuant();
   // A quantized cache scales the exact fp32 value: never cast before.
   Type to = quant ? b.getF32Type() : cache.getDtype();
-  auto load = [&](bool isKey) {
+  auto load = [&](const ChunkAddresses &at, bool isKey) {
     return map(loadChunkAt(arg(isKey ? abi::Param::Key : abi::Param::Value),
                            sourceStrides(isKey),
                            isKey ? at.keySource : at.valueSource),
                [&](Value v) { return emitFloatCast(b, v, to); });
   };
-  // A latent cache's K row is kv_c followed by k_pe (MlaBodies.cpp).
-  SmallVector<Value> k =
-      plan.kind == KernelKind::MlaAppend
-          ? map(loadLatentChunk(at),
-                [&](Value v) { return emitFloatCast(b, v, to); })
-          : load(/*isKey=*/true);
   bool withValue = cache.hasValue();
-  SmallVector<Value> v;
-  if (withValue)
-    v = load(/*isKey=*/false);
+  // Every chunk's K and V are loaded before the first store: the compiler
+  // cannot move a load above a store to a cache that might alias it, so the
+  // order written here is the order of the memory operations.
+  SmallVector<std::pair<SmallVector<Value>, SmallVector<Value>>> moved;
+  for (const ChunkAddresses &at : chunks) {
+    // A latent cache's K row is kv_c followed by k_pe (MlaBodies.cpp).
+    SmallVector<Value> k =
+        plan.kind == KernelKind::MlaAppend
+            ? map(loadLatentChunk(at),
+                  [&](Value v) { return emitFloatCast(b, v, to); })
+            : load(at, /*isKey=*/true);
+    SmallVector<Value> v;
+    if (withValue)
+      v = load(at, /*isKey=*/false);
+    moved.emplace_back(std::move(k), std::move(v));
+  }
   if (quant) {
     Type storage = cache.getDtype();
     auto q = [&](Value x, Value s) {
       return emitQuantize(b, x, s, quant, storage);
     };
-    k = map(k, [&](Value x) { return q(x, scales[0]); });
-    if (withValue)
-      v = map(v, [&](Value x) { return q(x, scales[1]); });
+    // One scale per side, or one per side and chunk.
+    size_t perChunk = scales.size() == sides().size() ? 0 : sides().size();
+    for (auto [i, kv] : llvm::enumerate(moved)) {
+      ArrayRef<Value> own = ArrayRef<Value>(scales).drop_front(i * perChunk);
+      kv.first = map(kv.first, [&](Value x) { return q(x, own[0]); });
+      if (withValue)
+        kv.second = map(kv.second, [&](Value x) { return q(x, own[1]); });
+    }
   }
   // Only the slot's terms are added here; the rest was computed before it.
-  for (bool isKey : sides()) {
-    CacheStrides s = cacheStrides(isKey);
-    Value base =
-        cacheSlotOffset(s, block, pos, isKey ? at.keyCache : at.valueCache);
-    storeChunkAt(isKey ? k : v,
-                 arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache), s,
-                 base, isKey);
+  for (auto [at, kv] : llvm::zip(chunks, moved)) {
+    for (bool isKey : sides()) {
+      CacheStrides s = cacheStrides(isKey);
+      Value base =
+          cacheSlotOffset(s, block, pos, isKey ? at.keyCache : at.valueCache);
+      storeChunkAt(isKey ? kv.first : kv.second,
+                   arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache),
+                   s, base, isKey);
+    }
   }
 }
 
@@ -109,8 +123,8 @@ static Value reciprocal(ImplicitLocOpBuilder &b, Value s) {
       b, arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f)), s);
 }
 
-void KernelBuilder::emitAppendChunk(
-    Value slot, Value t, Value c, const std::optional<ChunkAddresses> &chunk) {
+void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c,
+                                    ArrayRef<ChunkAddresses> chunks) {
   OpBuilder::InsertionGuard guard(b);
   Value block, pos;
   emitIfValidSlot(slot, block, pos);
@@ -119,14 +133,22 @@ void KernelBuilder::emitAppendChunk(
   bool recip = quant && quant.getReciprocal();
 
   if (!quant || quant.getMode() == kv::ScaleMode::Static) {
-    assert(chunk && "a chunk's addresses come before its slot");
+    assert(!chunks.empty() && "a chunk's addresses come before its slot");
+    // The scale of a granularity finer than the token (per head) differs
+    // between the chunks of one thread.
+    bool perHead =
+        quant &&
+        (quant.getGranularity() == kv::ScaleGranularity::PerHead ||
+         quant.getGranularity() == kv::ScaleGranularity::PerTokenHead ||
+         quant.getGranularity() == kv::ScaleGranularity::PerBlock);
     SmallVector<Value> scales;
     if (quant)
-      for (bool isKey : sides()) {
-        Value s = staticScale(isKey, t, chunk->head, block);
-        scales.push_back(recip ? reciprocal(b, s) : s);
-      }
-    emitAppendOne(*chunk, block, pos, scales);
+      for (const ChunkAddresses &at : perHead ? chunks : chunks.take_front())
+        for (bool isKey : sides()) {
+          Value s = staticScale(isKey, t, at.head, block);
+          scales.push_back(recip ? reciprocal(b, s) : s);
+        }
+    emitAppend(chunks, block, pos, scales);
     return;
   }
 
@@ -218,8 +240,8 @@ void KernelBuilder::emitAppendChunk(
   b.setInsertionPointToStart(storeLoop.getBody());
   forEachLaneChunk(storeLoop.getInductionVars()[0], {},
                    [&](Value head, Value d0, ValueRange) {
-                     emitAppendOne(chunkAddresses(t, head, d0), block, pos,
-                                   scales);
+                     emitAppend(chunkAddresses(t, head, d0), block, pos,
+                                scales);
                      return SmallVector<Value>();
                    });
 }

@@ -137,16 +137,19 @@ private:
   /// builds inside it.
   void emitIfValidSlot(Value slot, Value &block, Value &pos);
   /// Writes iteration `c` of token `t`'s K and V at `slot`, if the slot is
-  /// valid: one chunk (whose addresses `chunk` holds, computed before the
-  /// slot), or for dynamic scales one group of chunks (`chunk` empty).
+  /// valid: the plan's chunks per thread (whose addresses `chunks` holds,
+  /// computed before the slot), or for dynamic scales one group of chunks
+  /// (`chunks` empty).
   void emitAppendChunk(Value slot, Value t, Value c,
-                       const std::optional<ChunkAddresses> &chunk);
+                       ArrayRef<ChunkAddresses> chunks);
   /// Reads chunk `c` of the row at `slot` into row `t` of the outputs.
   void emitGatherChunk(Value slot, Value t, Value c);
-  /// Moves the chunk at `at` of K and V to (block, pos), quantizing with
-  /// `scales` (f32, or the reciprocals) when the cache is quantized.
-  void emitAppendOne(const ChunkAddresses &at, Value block, Value pos,
-                     ArrayRef<Value> scales);
+  /// Moves the chunks at `chunks` of K and V to (block, pos), quantizing
+  /// when the cache is quantized with `scales` (f32, or the reciprocals):
+  /// one per side (K, V) for all chunks, or one per side for each chunk in
+  /// turn. Every load comes before the first store.
+  void emitAppend(ArrayRef<ChunkAddresses> chunks, Value block, Value pos,
+                  ArrayRef<Value> scales);
   /// The slot-independent addresses of the chunk at (head, d0) of token `t`.
   ChunkAddresses chunkAddresses(Value t, Value head, Value d0);
   /// K and V, or K alone for a K-only cache: the sides a kernel moves.

@@ -2,10 +2,24 @@
 
 #include "kvgen/Conversion/KernelPlan.h"
 
+#include "llvm/Support/CommandLine.h"
+
 #include <numeric>
 
 using namespace mlir;
 using namespace kvgen;
+
+// Tuning overrides of the plan's choices, for measuring alternatives side by
+// side (docs/PERFORMANCE.md); the defaults are the plan's own.
+static llvm::cl::opt<int64_t> clChunksPerThread(
+    "kvgen-chunks-per-thread", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::desc("Chunks one thread of a static or unquantized append "
+                   "moves, loads before stores (0: the plan's choice; "
+                   "applies where it divides a token's chunks)"));
+static llvm::cl::opt<int64_t> clMinBlocksPerSM(
+    "kvgen-min-blocks-per-sm", llvm::cl::Hidden, llvm::cl::init(-1),
+    llvm::cl::desc("Blocks per SM ptxas must leave room for (-1: the "
+                   "plan's choice; 0: no bound)"));
 
 abi::Quantization KernelPlan::getQuantization() const {
   kv::QuantAttr quant = cache.getQuant();
@@ -36,6 +50,37 @@ static void chooseLaunch(KernelPlan &plan) {
                            kMaxThreadsPerToken);
   plan.tokensPerBlock =
       std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
+}
+
+/// Full occupancy for the quantized appends that fit it: the vector variant
+/// of a paged or contiguous append (not vllm_vectorized, whose value cache
+/// takes element stores) with one token a block and one chunk (or group) a
+/// thread, quantized with one scale a token (static per_tensor or per_token)
+/// or a dynamic per_token_head scale. Their IEEE divisions (16 a chunk pair)
+/// take such a kernel a few registers past 32, which at 128 threads a block
+/// leaves room for 12 blocks of 16 on an SM; held to 32 (.minnctapersm),
+/// ptxas fits them without spilling (test/Target/ptxas-quant.test and
+/// ptxas-occupancy.test). Other shapes (a chunk loop, per-head scales, four
+/// tokens a block) spill when held to 32, and get no bound.
+static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
+  constexpr int64_t kThreadsPerSM = 2048;
+  if (clMinBlocksPerSM >= 0)
+    return clMinBlocksPerSM;
+  kv::QuantAttr quant = plan.cache.getQuant();
+  if (plan.kind != KernelKind::Append ||
+      plan.variant != KernelVariant::Vector || !quant ||
+      plan.cache.getLayout() == kv::LayoutKind::VllmVectorized ||
+      plan.tokensPerBlock != 1 || plan.chunksPerThread != 1 ||
+      plan.getIterationsPerToken() * plan.lanesPerGroup != plan.threadsX)
+    return 0;
+  kv::ScaleGranularity g = quant.getGranularity();
+  bool fits = quant.getMode() == kv::ScaleMode::Static
+                  ? g == kv::ScaleGranularity::PerTensor ||
+                        g == kv::ScaleGranularity::PerToken
+                  : g == kv::ScaleGranularity::PerTokenHead;
+  if (!fits)
+    return 0;
+  return kThreadsPerSM / plan.threadsX;
 }
 
 std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
@@ -107,6 +152,9 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     constexpr int64_t kWarp = 32;
     int64_t g = base.chunksPerGroup;
     base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
+  } else if (base.kind != KernelKind::Gather && clChunksPerThread > 0 &&
+             base.chunksPerToken % clChunksPerThread == 0) {
+    base.chunksPerThread = clChunksPerThread;
   }
   chooseLaunch(base);
 
@@ -114,6 +162,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   vector.variant = KernelVariant::Vector;
   vector.vectorBytes = vec * widest;
   vector.alignment = vec * widest;
+  vector.minBlocksPerSM = chooseMinBlocksPerSM(vector);
   plans.push_back(vector);
 
   KernelPlan scalar = base;
@@ -121,6 +170,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   scalar.variant = KernelVariant::Scalar;
   scalar.vectorBytes = widest;
   scalar.alignment = std::min(srcBytes, cacheBytes);
+  scalar.minBlocksPerSM = chooseMinBlocksPerSM(scalar);
   plans.push_back(scalar);
   return plans;
 }

@@ -49,12 +49,21 @@ struct KernelPlan {
   /// inner scf.parallel (sequential on the host); the GPU mapping gives each
   /// lane a thread and reduces the group's amax across them.
   int64_t lanesPerGroup = 1;
+  /// Chunks one iteration of a static or unquantized append moves: all
+  /// their loads are issued before the first store, so that a thread has
+  /// that many chunks of K and of V in flight. Chunk j of iteration c is
+  /// c + j * iterations, so adjacent threads still touch adjacent chunks.
+  int64_t chunksPerThread = 1;
   int64_t threadsX = 1;
   int64_t tokensPerBlock = 1;
+  /// Blocks that must fit on one SM at once (0: no bound): ptxas is held to
+  /// the registers that allow it (.minnctapersm), so that a kernel whose
+  /// quantization needs a few more registers keeps full occupancy.
+  int64_t minBlocksPerSM = 0;
 
   /// Iterations of the chunk loop per token.
   int64_t getIterationsPerToken() const {
-    return chunksPerToken / chunksPerGroup;
+    return chunksPerToken / (chunksPerGroup * chunksPerThread);
   }
 
   /// Which optional parameter groups (scales, scale caches) the kernel takes.
@@ -75,6 +84,11 @@ inline constexpr llvm::StringLiteral kLaunchAttrName = "kv.launch";
 /// Marks an i64 address computation that kv-to-loops placed before the slot
 /// load on purpose (it needs no slot); kv-pin-before-slot keeps it there.
 inline constexpr llvm::StringLiteral kBeforeSlotAttrName = "kv.before_slot";
+
+/// Name of the function attribute that carries a plan's minBlocksPerSM (an
+/// i64) from the loop nest to the GPU kernel.
+inline constexpr llvm::StringLiteral kMinBlocksPerSMAttrName =
+    "kv.min_blocks_per_sm";
 
 } // namespace kvgen
 

@@ -1,19 +1,19 @@
 // RUN: kvgen-opt %s -kv-to-loops -kv-loops-to-gpu -split-input-file | FileCheck %s
 
-// Tokens map to blocks (and thread_id.y), chunks to thread_id.x; the loop
-// body is the loop nest's, cloned. No func.func is left behind.
+// Tokens map to blocks (and thread_id.y where a block holds several), chunks
+// to thread_id.x; the loop body is the loop nest's, cloned. No func.func is
+// left behind.
 
 // CHECK: module attributes {gpu.container_module}
 // CHECK-NOT: func.func
 // CHECK-LABEL: gpu.module @kv_kernels
 // CHECK-LABEL: gpu.func @nhd(
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 128, 1, 1>
+// One token a block: the token is the block id, with no thread_id.y.
 // CHECK-DAG: %[[BX:.*]] = gpu.block_id x
 // CHECK-DAG: %[[TX:.*]] = gpu.thread_id x
-// CHECK-DAG: %[[TY:.*]] = gpu.thread_id y
-// CHECK: %[[MUL:.*]] = arith.muli %[[BX]], %c1
-// CHECK: %[[T:.*]] = arith.addi %[[MUL]], %[[TY]]
-// CHECK: arith.cmpi ult, %[[T]], %{{.*}}
+// CHECK-NOT: gpu.thread_id y
+// CHECK: arith.cmpi ult, %[[BX]], %{{.*}}
 // CHECK: scf.if
 // One chunk per thread: no loop.
 // CHECK-NOT: scf.for
@@ -40,6 +40,7 @@ kv.append @big : !kv.cache<layout = paged_hnd, block_size = 16,
 // MQA, head_dim 64, bf16: 8 chunks a token, 16 tokens a block.
 // CHECK-LABEL: gpu.func @mqa(
 // CHECK-SAME: known_block_size = array<i32: 8, 16, 1>
+// CHECK: gpu.thread_id y
 // CHECK: arith.muli %{{.*}}, %c16
 kv.append @mqa : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 1, head_dim = 64, dtype = bf16> from bf16

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bench/tune-variants.sh [BUILD_DIR] [DEST]
+#
+# Builds the kernel-plan alternatives that docs/PERFORMANCE.md compares, one
+# bundle each, for bench/side_by_side.py to time in one process beside the
+# peer: the bench's paged NHD descriptions (8 x 128, block 16, from bf16) in
+# bf16, fp8 e4m3 per tensor (static) and int8 per (token, head) (dynamic),
+# each built with the plan's own choices (t_*) and with the tuning overrides
+# of kvgen (--kvgen-chunks-per-thread, --kvgen-min-blocks-per-sm,
+# --kvgen-elide-token-check). With BASE_KVGEN set to another kvgen, the same
+# descriptions are also built by it (base_*): the kernels before a change,
+# timed in the same run. Kernel names are <variant>_append; DEST gets
+# tune-<variant>.bundle.json and variants.txt (variant, kernel, flags).
+# Runs where kvgen runs (the build machine); the GPU machine needs only DEST.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-${KVGEN_BUILD_DIR:-build}}
+dst=${2:-$build/gpu-stage/tune}
+kvgen=$build/bin/kvgen
+mkdir -p "$dst"
+: > "$dst/variants.txt"
+
+shape=(--layout=paged_nhd --block-size=16 --num-kv-heads=8 --head-dim=128
+  --dtype=bf16 --kernels=append)
+declare -A quant=(
+  [bf16]=""
+  [fp8]="--quant=fp8_e4m3,per_tensor,static"
+  [i8]="--quant=int8,per_token_head,dynamic"
+)
+
+# variant cache flags...
+variant() {
+  local name=$1 cache=$2 compiler=$3
+  shift 3
+  # shellcheck disable=SC2086 # the quant flag is one word or none
+  "$compiler" "${shape[@]}" ${quant[$cache]} --name="$name" "$@" \
+    --emit=bundle --with-cubin -o "$dst/tune-$name.bundle.json"
+  echo "$name ${name}_append $*" >> "$dst/variants.txt"
+}
+
+if [ -n "${BASE_KVGEN:-}" ]; then
+  for cache in bf16 fp8 i8; do
+    variant "base_$cache" "$cache" "$BASE_KVGEN"
+  done
+fi
+for cache in bf16 fp8 i8; do
+  variant "t_$cache" "$cache" "$kvgen"
+done
+variant t_bf16_c2 bf16 "$kvgen" --kvgen-chunks-per-thread=2
+variant t_bf16_c4 bf16 "$kvgen" --kvgen-chunks-per-thread=4
+variant t_bf16_nt bf16 "$kvgen" --kvgen-elide-token-check
+variant t_fp8_m16 fp8 "$kvgen" --kvgen-min-blocks-per-sm=16
+variant t_fp8_c2 fp8 "$kvgen" --kvgen-chunks-per-thread=2
+variant t_fp8_nt fp8 "$kvgen" --kvgen-elide-token-check
+variant t_i8_m16 i8 "$kvgen" --kvgen-min-blocks-per-sm=16
+cat "$dst/variants.txt"
