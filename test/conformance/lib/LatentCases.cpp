@@ -46,6 +46,9 @@ struct Spec {
   kvrt_variant variant = KVRT_VARIANT_AUTO;
   bool vectorRefused = false;
   Break breaks = Break::None;
+  /// MLA: slot_mapping is built on the device from the block table by the
+  /// description's slot_mapping kernel, then the append reads it.
+  bool slotsFromKernel = false;
   /// The refusal must name this.
   std::string message;
 };
@@ -106,6 +109,9 @@ public:
 private:
   bool launch(const std::vector<int64_t> &slots, const Spec &spec,
               const TensorArg *fusedTables, std::string &failure);
+  bool buildSlots(const std::vector<int64_t> &want, const TensorArg *tables,
+                  DeviceBuffer &slotBuf, TensorArg &slotArg,
+                  std::string &failure);
 
   LatentCaseEnv &env;
   const Description &desc;
@@ -165,6 +171,49 @@ bool Runner::runFused(const Spec &spec, std::string &failure) {
       TensorArg(qslBuf.get(), 0, backend.device(), i32, {4}, {1}),
       TensorArg(lensBuf.get(), 0, backend.device(), i32, {3}, {1})};
   return launch(slots, spec, tables, failure);
+}
+
+/// Poisons slot_mapping, builds it with the slot_mapping kernel of the same
+/// cache and checks it against `want` (the host's slot rule) before the
+/// append reads it.
+bool Runner::buildSlots(const std::vector<int64_t> &want,
+                        const TensorArg *tables, DeviceBuffer &slotBuf,
+                        TensorArg &slotArg, std::string &failure) {
+  Backend &backend = env.backend;
+  std::vector<int64_t> poison(want.size()), got(want.size());
+  fillPoison(poison.data(), poison.size() * 8, env.rng());
+  if (!backend.copyToDevice(slotBuf.get(), poison.data(), poison.size() * 8)) {
+    failure = "poisoning slot_mapping: " + backend.lastError();
+    return false;
+  }
+  std::string kernel = desc.slotMappingKernelName();
+  kvrt_slot_mapping_args args{};
+  args.kernel = kernel.c_str();
+  args.block_table = tables[0].get();
+  args.query_start_loc = tables[1].get();
+  args.context_lens = tables[2].get();
+  args.slot_mapping = slotArg.get();
+  kvrt_status status =
+      kvrt_build_slot_mapping(env.bundle, &args, backend.stream());
+  if (status != KVRT_SUCCESS) {
+    failure = std::string("kvrt_build_slot_mapping: ") +
+              kvrt_status_name(status) + ": " + kvrt_last_error();
+    return false;
+  }
+  if (!backend.synchronize() ||
+      !backend.copyToHost(got.data(), slotBuf.get(), got.size() * 8)) {
+    failure = "reading slot_mapping back: " + backend.lastError();
+    return false;
+  }
+  env.bytesCompared += static_cast<int64_t>(got.size() * 8);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (got[i] != want[i]) {
+      failure = "slot_mapping[" + std::to_string(i) + "] is " +
+                std::to_string(got[i]) + ", the slot rule gives " +
+                std::to_string(want[i]);
+      return false;
+    }
+  return true;
 }
 
 bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
@@ -260,6 +309,10 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
   // A stand-in for tensors the description does not take.
   TensorArg other(otherBuf.get(), 0, device, srcType, {tokens, heads, dim},
                   {heads * dim, dim, 1});
+
+  if (spec.slotsFromKernel &&
+      !buildSlots(slots, fusedTables, slotBuf, slotArg, failure))
+    return false;
 
   kvrt_status status;
   if (desc.latent()) {
@@ -465,6 +518,9 @@ std::vector<LatentCase> latentCases(const Description &desc) {
     noPe.message = "k_pe";
     wide.breaks = Break::WideKvC;
     wide.message = "kv_c";
+    Spec fromKernel;
+    fromKernel.slotsFromKernel = true;
+    add("slots_from_block_table/auto", fromKernel, 3);
     add("missing_k_pe_refused", noPe, 0);
     add("kv_c_width_refused", wide, 0);
   } else {

@@ -126,6 +126,11 @@ struct Description {
     gather.outputDtype = DType::F32;
     return gather;
   }
+  /// An MLA append brings the slot_mapping kernel of its latent cache
+  /// (`name_slots`): the case that builds its slots on the device and
+  /// appends through them.
+  bool hasSlotMappingCompanion() const { return kind == Kind::MlaAppend; }
+  std::string slotMappingKernelName() const { return name + "_slots"; }
   std::vector<std::string> kernelNames() const;
 
   /// A one-line summary for logs.
