@@ -27,5 +27,9 @@ KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile 
   --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --num-kv-heads 8 \
   --head-dim 128 --block-size 16 --dtypes bf16,f16,f32 \
   --layouts paged_nhd,paged_hnd --kv-cache-dtypes auto,fp8_e4m3,fp8_e5m2
+# ... and DeepSeek-V3's MLA latent cache (concat_and_cache_mla's tests).
+KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile \
+  --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --mla 512+64 \
+  --block-size 64 --dtypes bf16 --kv-cache-dtypes auto,fp8_e4m3
 "$build/bin/kvgen" --emit=bundle --with-cubin -o "$dst/bin/default.bundle.json"
 du -sh "$dst"

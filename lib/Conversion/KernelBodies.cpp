@@ -75,7 +75,7 @@ void KernelBuilder::emitAppendOne(const ChunkAddresses &at, Value block,
   };
   // A latent cache's K row is kv_c followed by k_pe (MlaBodies.cpp).
   SmallVector<Value> k =
-      plan.kind == KernelKind::MlaAppend
+      plan.writesLatent()
           ? map(loadLatentChunk(at),
                 [&](Value v) { return emitFloatCast(b, v, to); })
           : load(/*isKey=*/true);

@@ -123,6 +123,8 @@ const char *kindName(Kind kind) {
     return "gather";
   case Kind::MlaAppend:
     return "mla_append";
+  case Kind::MlaFusedAppend:
+    return "mla_fused_append";
   }
   return "?";
 }

@@ -53,7 +53,14 @@ enum class Layout {
 const char *layoutName(Layout layout);
 bool isPaged(Layout layout);
 
-enum class Kind { Append, SlotMapping, FusedAppend, Gather, MlaAppend };
+enum class Kind {
+  Append,
+  SlotMapping,
+  FusedAppend,
+  Gather,
+  MlaAppend,
+  MlaFusedAppend
+};
 
 /// `#kv.quant<kind, granularity, mode>` (and its `reciprocal` flag).
 struct QuantSpec {
