@@ -70,8 +70,9 @@ Expected hostAppend(const CacheGeometry &g, const SizeCase &checkCase) {
         const uint64_t source = uint64_t(t * H * D + h * D + e);
         ex.written[0][g.key.offset(block, h, pos, e)] =
             randomBits16(kSeedKeyPool, source);
-        ex.written[valueAlloc][g.value.offset(block, h, pos, e)] =
-            randomBits16(kSeedValuePool, source);
+        if (!g.desc.kOnly)
+          ex.written[valueAlloc][g.value.offset(block, h, pos, e)] =
+              randomBits16(kSeedValuePool, source);
       }
     }
     for (int64_t b = std::max<int64_t>(block - 1, 0);
@@ -81,7 +82,8 @@ Expected hostAppend(const CacheGeometry &g, const SizeCase &checkCase) {
         for (int64_t h = 0; h < H; ++h) {
           for (int64_t e = 0; e < D; ++e) {
             ex.wanted[0].push_back(g.key.offset(b, h, p, e));
-            ex.wanted[valueAlloc].push_back(g.value.offset(b, h, p, e));
+            if (!g.desc.kOnly)
+              ex.wanted[valueAlloc].push_back(g.value.offset(b, h, p, e));
           }
         }
       }
@@ -164,7 +166,7 @@ CheckResult checkAppend(Launchable &what, bool viaGraph, DeviceState &state,
   Tally tally;
   compareAllocation(0, reinterpret_cast<const uint16_t *>(state.keyCache),
                     g.keyElems, kSeedKeyCache, ex, state, tally);
-  if (!g.dual)
+  if (!g.dual && !g.desc.kOnly)
     compareAllocation(1, reinterpret_cast<const uint16_t *>(state.valueAlloc),
                       g.valueElems, kSeedValueCache, ex, state, tally);
   CheckResult result;

@@ -119,7 +119,7 @@ void allocateBuffers(DeviceState &state, const CacheGeometry &g,
   CUDA_CHECK(cudaMalloc(&state.keyCache, keyBytes));
   if (g.dual) {
     state.valueCache = state.keyCache + g.value.base * g.elemBytes;
-  } else {
+  } else if (!g.desc.kOnly) {
     CUDA_CHECK(cudaMalloc(&state.valueAlloc, valueBytes));
     state.valueCache = state.valueAlloc;
   }
@@ -195,7 +195,7 @@ void flushL2(DeviceState &state) {
 void fillCaches(DeviceState &state, const CacheGeometry &g) {
   fillRandomBytes(state.keyCache, uint64_t(g.keyElems * g.elemBytes),
                   kSeedKeyCache, state.stream);
-  if (!g.dual)
+  if (!g.dual && !g.desc.kOnly)
     fillRandomBytes(state.valueAlloc, uint64_t(g.valueElems * g.elemBytes),
                     kSeedValueCache, state.stream);
   CUDA_CHECK(cudaStreamSynchronize(state.stream));

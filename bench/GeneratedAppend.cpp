@@ -6,16 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "Launchables.h"
+#include "MlaAppend.h"
 
 #include "kvrt/kvrt.h"
 
 #include <dlpack/dlpack.h>
 
 namespace kvbench {
-namespace {
 
-/// The DLPack type of a cache or source dtype; fp8 caches go as uint8, which
-/// kvrt accepts beside DLPack's float8 codes.
 DLDataType dlpackDtype(abi::DType dtype) {
   switch (dtype) {
   case abi::DType::BF16:
@@ -37,6 +35,8 @@ DLDataType dlpackDtype(abi::DType dtype) {
   fatal(std::string("no DLPack dtype for ") + abi::dtypeName(dtype));
 }
 
+namespace {
+
 constexpr DLDataType kF32{kDLFloat, 32, 1};
 
 class GeneratedAppend : public Launchable {
@@ -51,7 +51,7 @@ public:
     scaleCacheShape = g.scaleCacheShape;
     const DLDataType cache = dlpackDtype(g.desc.cacheDtype);
     keyCache = tensor(state.keyCache, cache, keyCacheShape);
-    if (!g.dual)
+    if (!g.dual && !g.desc.kOnly)
       valueCache = tensor(state.valueAlloc, cache, valueCacheShape);
     if (state.keyScaleCache) {
       keyScaleCache = tensor(state.keyScaleCache, kF32, scaleCacheShape);
@@ -144,18 +144,20 @@ void GeneratedAppend::prepare(int64_t tokens,
     kvrt_append_args &a = args[i];
     a.kernel = kernelName.c_str();
     a.key = &keys[i];
-    a.value = &values[i];
+    // A K-only cache takes no V at all (kvrt refuses one by name).
+    const bool kOnly = geometry.desc.kOnly;
+    a.value = kOnly ? nullptr : &values[i];
     a.slot_mapping = &slots[i];
     a.key_cache = &keyCache;
-    a.value_cache = geometry.dual ? nullptr : &valueCache;
+    a.value_cache = geometry.dual || kOnly ? nullptr : &valueCache;
     a.variant = variant;
 #if KVBENCH_KVRT_HAS_QUANT
     if (staticScales) {
       a.key_scale = &keyScales[i];
-      a.value_scale = &valueScales[i];
+      a.value_scale = kOnly ? nullptr : &valueScales[i];
     } else if (geometry.desc.quant) {
       a.key_scale_cache = &keyScaleCache;
-      a.value_scale_cache = &valueScaleCache;
+      a.value_scale_cache = kOnly ? nullptr : &valueScaleCache;
     }
 #endif
   }
@@ -178,6 +180,8 @@ makeGeneratedAppend(kvrt_bundle *bundle, const std::string &kvrtName,
   const kvrt_variant v = variant == "scalar" ? KVRT_VARIANT_SCALAR
                          : variant == "auto" ? KVRT_VARIANT_AUTO
                                              : KVRT_VARIANT_VECTOR;
+  if (g.desc.latent)
+    return makeMlaAppend(bundle, kvrtName, v, g, state);
   return std::make_unique<GeneratedAppend>(bundle, kvrtName, v, g, state);
 }
 

@@ -1,6 +1,7 @@
 //===- Geometry.cpp - the description and its caches ----------------------===//
 
 #include "Geometry.h"
+#include "Latent.h"
 #include "Support.h"
 #include "Workloads.h"
 
@@ -140,6 +141,8 @@ CacheGeometry makeGeometry(const Description &desc) {
     if (desc.quant->granularity == abi::ScaleGranularity::PerTokenHead)
       g.scaleCacheShape.push_back(H);
   }
+  if (desc.kOnly)
+    shapeKOnlyCache(g);
   return g;
 }
 
@@ -164,23 +167,29 @@ std::string describe(const CacheGeometry &g) {
       abi::dtypeName(g.desc.cacheDtype), abi::dtypeName(g.desc.sourceDtype),
       quant.c_str(), (long long)g.numBlocks, shape.c_str(),
       double(g.keyElems * g.elemBytes) / double(kGiB),
-      g.dual ? ", K and V in one buffer" : ", V the same size");
+      g.dual         ? ", K and V in one buffer"
+      : g.desc.kOnly ? kOnlyText(g.desc).c_str()
+                     : ", V the same size");
 }
 
 double bytesPerToken(const Description &d) {
   const double row = double(d.numHeads * d.headDim);
   const double source = double(abi::dtypeBytes(d.sourceDtype));
   const double cache = double(abi::dtypeBytes(d.cacheDtype));
+  // K and V, or K alone.
+  const double parts = d.kOnly ? 1 : 2;
   double scales = 0;
   if (d.quant && d.quant->mode == abi::ScaleMode::Dynamic)
-    scales = 2 * 4 *
+    scales = parts * 4 *
              (d.quant->granularity == abi::ScaleGranularity::PerTokenHead
                   ? double(d.numHeads)
                   : 1.0);
-  return row * (2 * source + 2 * cache) + 8 + scales;
+  return row * parts * (source + cache) + 8 + scales;
 }
 
 std::string referenceUnsupported(const Description &desc) {
+  if (desc.kOnly)
+    return "it writes K and V; this cache has no V";
   if (desc.quant)
     return "it does not quantize";
   if (!is16Bit(desc.cacheDtype) || desc.cacheDtype != desc.sourceDtype)

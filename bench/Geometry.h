@@ -28,6 +28,12 @@ struct QuantDesc {
   bool reciprocal = false;
 };
 
+/// The two parts of an MLA latent cache's entry (bench/Latent.cpp).
+struct LatentDesc {
+  int64_t kvLoraRank = 0;
+  int64_t ropeDim = 0;
+};
+
 struct Description {
   abi::Layout layout = abi::kDefaultLayout;
   /// Slots per block; max_seq_len for a layout that is not paged.
@@ -39,6 +45,11 @@ struct Description {
   abi::DType cacheDtype = abi::DType::BF16;
   abi::DType sourceDtype = abi::DType::BF16;
   std::optional<QuantDesc> quant;
+  /// A cache without V (the manifest's "k_only", and every latent cache).
+  bool kOnly = false;
+  /// An MLA latent cache (the manifest's "latent"): one head of
+  /// kvLoraRank + ropeDim elements per slot, written by kvrt_mla_append.
+  std::optional<LatentDesc> latent;
 
   abi::Quantization quantization() const {
     if (!quant)
@@ -81,7 +92,8 @@ struct CacheGeometry {
   /// DLPack shapes (compact row-major); valueShape is empty for dual.
   std::vector<int64_t> keyShape, valueShape;
   CacheStrides key, value;
-  /// Elements of each allocation; a stacked layout has one (valueElems = 0).
+  /// Elements of each allocation; a stacked layout and a K-only cache have
+  /// one (valueElems = 0).
   int64_t keyElems = 0, valueElems = 0;
   /// Dynamic quantization: the scale cache's shape (fp32), one per K and V.
   std::vector<int64_t> scaleCacheShape;

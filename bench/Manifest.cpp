@@ -1,6 +1,7 @@
 //===- Manifest.cpp - the kernel to time, read through kvrt ---------------===//
 
 #include "Manifest.h"
+#include "Latent.h"
 #include "Options.h"
 
 #include "kvrt/kvrt.h"
@@ -68,7 +69,9 @@ json manifestEntry(const kvrt_bundle *bundle, const std::string &bundlePath,
 
 bool isAppend(const std::string &kindName) {
   abi::KernelKind kind;
-  return abi::parseKind(kindName, &kind) && kind == abi::KernelKind::Append;
+  return abi::parseKind(kindName, &kind) &&
+         (kind == abi::KernelKind::Append ||
+          kind == abi::KernelKind::MlaAppend);
 }
 
 } // namespace
@@ -101,6 +104,7 @@ Description descriptionFromManifest(const json &entry) {
       quant.reciprocal = q.value("reciprocal", false);
       d.quant = quant;
     }
+    readKOnly(entry, cache, d);
   } catch (const json::exception &e) {
     fatal(std::string("the manifest entry lacks a field kvbench needs: ") +
           e.what() + "\nentry: " + entry.dump());

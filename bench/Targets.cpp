@@ -1,6 +1,7 @@
 //===- Targets.cpp - the run judged against bench/targets.json ------------===//
 
 #include "Targets.h"
+#include "Latent.h"
 
 #include <cmath>
 #include <fstream>
@@ -44,7 +45,7 @@ bool targetsApply(const json &when, const Description &desc) {
       actual = desc.blockSize;
     else if (key == "quant")
       actual = desc.quant ? abi::quantKindName(desc.quant->kind) : "none";
-    else
+    else if (!kOnlyField(key, desc, &actual))
       fatal("the targets file matches on an unknown field \"" + key + "\"");
     if (actual != value)
       return false;

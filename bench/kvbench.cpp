@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Check.h"
+#include "Latent.h"
 #include "Manifest.h"
 #include "Options.h"
 #include "Sweep.h"
@@ -129,6 +130,7 @@ void recordSetup(Report &report, const Options &options, const CacheGeometry &g,
         {"granularity", abi::granularityName(d.quant->granularity)},
         {"mode", abi::scaleModeName(d.quant->mode)},
         {"reciprocal", d.quant->reciprocal}};
+  recordKOnly(d, description);
   report.doc["description"] = description;
   setup["reps"] = {{"eager", reps.eager},
                    {"graph", reps.graph},

@@ -10,7 +10,8 @@ beside the hand-written reference, with the targets and peer numbers that
 kvbench judged the run against (its JSON's "targets") drawn in. With several
 JSONs it also writes a summary of every kernel (--summary, default
 kvbench-summary.png beside the first JSON). --print-summary prints one table
-of every JSON and the comparisons between kernels that bench/targets.json
+of every JSON, each run's targets as kvbench judged them (the count met and
+every miss), and the comparisons between kernels that bench/targets.json
 lists (e.g. block 528 against 512); it needs no matplotlib.
 Runs on the GPU machine: matplotlib only, no display.
 """
@@ -200,6 +201,23 @@ def plot_summary(docs, path):
     plt.close(fig)
 
 
+def target_lines(docs):
+    """Per run with targets: how many were met, and every miss."""
+    lines = []
+    for doc in docs:
+        targets = doc.get("targets") or []
+        if not targets:
+            continue
+        met = sum(1 for t in targets if t.get("pass"))
+        lines.append("  %s: %d/%d met" % (doc["tag"], met, len(targets)))
+        for t in targets:
+            if not t.get("pass"):
+                lines.append("    MISS %s: %s (%s %s)" % (
+                    t.get("target", "?"), fmt(number(t.get("value")), "%.3f"),
+                    "<=" if t.get("at_most") else ">=", t.get("limit")))
+    return lines
+
+
 def fmt(value, spec):
     return "n/a" if value is None or math.isnan(value) else spec % value
 
@@ -236,6 +254,10 @@ def print_summary(docs, comparisons=()):
     print("copy ceilings (GB/s): " + ", ".join(
         fmt(number(d.get("ceilings", {}).get("copy_GBps")), "%.0f")
         for d in docs))
+    lines = target_lines(docs)
+    if lines:
+        print("targets (bench/targets.json, as kvbench judged them):")
+        print("\n".join(lines))
     lines = compare_kernels(docs, comparisons)
     if lines:
         print("between kernels (bench/targets.json, headline us):")

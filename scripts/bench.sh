@@ -16,10 +16,11 @@
 #   2. side_by_side.py: the same kernel (and the fp8 one, if built) beside the
 #      peer's Triton append in one process, if --peer (or $KVBENCH_PEER)
 #      names the peer's file;
-#   3. kvbench on the quantized rows (bench-quant.bundle.json) and on block
-#      512 against 528 (bench.bundle.json, bench-shapes.bundle.json): a
-#      bundle or kernel that is not there is skipped, saying which CMake
-#      option builds it;
+#   3. kvbench on the quantized rows (bench-quant.bundle.json), on block
+#      512 against 528 (bench.bundle.json, bench-shapes.bundle.json) and on
+#      the MLA latent rows, bf16 and fp8 (bench-mla.bundle.json): a bundle
+#      or kernel that is not there is skipped, saying which CMake option
+#      builds it;
 #   4. kvbench on the other layouts.
 # Without any bundle it times the hand-written reference and the ceilings
 # only. The tables are printed last, the most important at the very end
@@ -89,6 +90,7 @@ bundle_dir=${bundle_dir:-$build/bench}
 main_bundle=${main_bundle:-$bundle_dir/bench.bundle.json}
 quant_bundle=$bundle_dir/bench-quant.bundle.json
 shapes_bundle=$bundle_dir/bench-shapes.bundle.json
+mla_bundle=$bundle_dir/bench-mla.bundle.json
 run_timeout=${KVBENCH_RUN_TIMEOUT:-240}
 extra_args=${KVBENCH_ARGS:-}
 mkdir -p "$out"
@@ -218,6 +220,7 @@ run_side_by_side() {
 
 quant_how="configure with -DKVBENCH_QUANT_ROWS=ON (a kvgen that lowers quantized caches)"
 shapes_how="configure with -DKVBENCH_SHAPE_ROWS=ON (a kvgen that takes any block size)"
+mla_how="configure with -DKVBENCH_MLA_ROWS=ON (a kvgen that has kv.mla_append)"
 if [ -n "${KVBENCH_KERNELS:-}" ]; then
   for k in $KVBENCH_KERNELS; do
     run_kernel "$main_bundle" "$k" "build the bench bundle"
@@ -229,6 +232,8 @@ elif [ -f "$main_bundle" ]; then
   run_kernel "$quant_bundle" bench_paged_nhd_int8_dyn "$quant_how"
   run_kernel "$main_bundle" bench_paged_nhd_bs512 "build the bench bundle"
   run_kernel "$shapes_bundle" bench_paged_nhd_bs528 "$shapes_how"
+  run_kernel "$mla_bundle" bench_mla "$mla_how"
+  run_kernel "$mla_bundle" bench_mla_fp8 "$mla_how"
   for k in bench_paged_hnd bench_contiguous bench_vllm_vectorized bench_dual_stacked; do
     run_kernel "$main_bundle" "$k" "build the bench bundle"
   done

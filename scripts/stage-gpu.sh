@@ -22,10 +22,15 @@ cp -P "$build"/lib/libkvrt.so* "$dst/lib/"
 cp "$build"/bench/*.bundle.json "$dst/bench/" 2>/dev/null || true
 cp "$build"/runtime/test/gpu/reference*.bundle.json "$dst/bin/" 2>/dev/null || true
 # The Python package's GPU tests find their kernels in a cache filled here:
-# the CUDA machine has no compiler.
+# the CUDA machine has no compiler. precompile's layouts default to vLLM's
+# two (NHD and HND).
 KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile \
   --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --num-kv-heads 8 \
   --head-dim 128 --block-size 16 --dtypes bf16,f16,f32 \
-  --layouts paged_nhd,paged_hnd --kv-cache-dtypes auto,fp8_e4m3,fp8_e5m2
+  --kv-cache-dtypes auto,fp8_e4m3,fp8_e5m2
+# ... and DeepSeek-V3's MLA latent cache (concat_and_cache_mla's tests).
+KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile \
+  --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --mla 512+64 \
+  --block-size 64 --dtypes bf16 --kv-cache-dtypes auto,fp8_e4m3
 "$build/bin/kvgen" --emit=bundle --with-cubin -o "$dst/bin/default.bundle.json"
 du -sh "$dst"

@@ -56,6 +56,8 @@ expect "an unbuilt quant bundle is skipped with the option to flip" \
   grep -q "SKIPPED: bench_paged_nhd_fp8 (no bench-quant.bundle.json: configure with -DKVBENCH_QUANT_ROWS=ON" "$work/new.txt"
 expect "an unbuilt shapes bundle is skipped with the option to flip" \
   grep -q "SKIPPED: bench_paged_nhd_bs528 (no bench-shapes.bundle.json: configure with -DKVBENCH_SHAPE_ROWS=ON" "$work/new.txt"
+expect "an unbuilt MLA bundle is skipped with the option to flip" \
+  grep -q "SKIPPED: bench_mla (no bench-mla.bundle.json: configure with -DKVBENCH_MLA_ROWS=ON" "$work/new.txt"
 expect "a kernel the bundle lacks is skipped, not failed" \
   grep -q "SKIPPED: bench_contiguous (not in the bundle" "$work/new.txt"
 expect "no peer: the side-by-side run is skipped" \

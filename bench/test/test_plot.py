@@ -76,6 +76,22 @@ class Summary(unittest.TestCase):
         self.assertIn("bench_paged_nhd_fp8 against bench_paged_nhd: not both "
                       "measured", out)
 
+    def test_mla_prefill_target(self):
+        met = doc("bench_mla", {1: 1.0}, {65536: 40.0})
+        met["targets"] = [{"target": "prefill 65536: fraction_of_copy",
+                           "value": 0.93, "limit": 0.9, "at_most": False,
+                           "pass": True}]
+        missed = doc("bench_mla_fp8", {1: 1.0}, {65536: 40.0})
+        missed["targets"] = [{"target": "prefill 65536: fraction_of_copy",
+                              "value": 0.85, "limit": 0.9, "at_most": False,
+                              "pass": False}]
+        rc, out = self.run_plot([met, missed])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("bench_mla: 1/1 met", out)
+        self.assertIn("bench_mla_fp8: 0/1 met", out)
+        self.assertIn("MISS prefill 65536: fraction_of_copy: 0.850 (>= 0.9)",
+                      out)
+
     def test_fp8_decode_within_a_tenth(self):
         rc, out = self.run_plot([
             doc("bench_paged_nhd", {1: 1.40, 512: 3.0}, {}),

@@ -58,7 +58,7 @@ ChunkAddresses KernelBuilder::chunkAddresses(Value t, Value head, Value d0) {
   at.t = t;
   at.head = head;
   at.d0 = d0;
-  if (plan.kind == KernelKind::MlaAppend) {
+  if (plan.writesLatent()) {
     // Both parts' offsets: which part holds the chunk is decided at the
     // load, and each is a few integer ops that overlap the slot load.
     using P = abi::Param;
@@ -252,6 +252,7 @@ void KernelBuilder::build() {
   switch (plan.kind) {
   case KernelKind::Append:
   case KernelKind::MlaAppend:
+  case KernelKind::MlaFusedAppend:
   case KernelKind::FusedAppend: {
     // The address math that does not need the slot comes first, so that it
     // runs while the slot is loaded (or computed); a dynamic scale's group
@@ -277,7 +278,7 @@ void KernelBuilder::build() {
       }
     }
     Value slot =
-        plan.kind == KernelKind::FusedAppend
+        plan.slotFromBlockTable()
             ? emitSlotFromBlockTable(t)
             : Value(memref::LoadOp::create(
                   b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
@@ -360,7 +361,7 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
       if (isa<kv::AppendOp, kv::MlaAppendOp, kv::SlotMappingOp,
-              kv::FusedAppendOp, kv::GatherOp>(op))
+              kv::FusedAppendOp, kv::MlaFusedAppendOp, kv::GatherOp>(op))
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {

@@ -81,7 +81,7 @@ void KernelBuilder::emitAppend(ArrayRef<ChunkAddresses> chunks, Value block,
   for (const ChunkAddresses &at : chunks) {
     // A latent cache's K row is kv_c followed by k_pe (MlaBodies.cpp).
     SmallVector<Value> k =
-        plan.kind == KernelKind::MlaAppend
+        plan.writesLatent()
             ? map(loadLatentChunk(at),
                   [&](Value v) { return emitFloatCast(b, v, to); })
             : load(at, /*isKey=*/true);

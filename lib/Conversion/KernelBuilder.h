@@ -105,7 +105,7 @@ private:
   CacheStrides cacheStrides(bool isKey) {
     using P = abi::Param;
     // A latent cache is [num_blocks, block_size, entry]: one head.
-    if (plan.kind == KernelKind::MlaAppend)
+    if (plan.writesLatent())
       return {arg(P::KeyCacheStrideBlock), i64(0), arg(P::KeyCacheStridePos),
               arg(P::KeyCacheStrideDim)};
     if (isKey)

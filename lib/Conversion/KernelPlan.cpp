@@ -95,6 +95,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     base.kind = KernelKind::MlaAppend;
     base.cache = mla.getCacheType();
     base.sourceType = mla.getSourceType();
+  } else if (auto mla = dyn_cast<kv::MlaFusedAppendOp>(op)) {
+    base.kind = KernelKind::MlaFusedAppend;
+    base.cache = mla.getCacheType();
+    base.sourceType = mla.getSourceType();
   } else if (auto fused = dyn_cast<kv::FusedAppendOp>(op)) {
     base.kind = KernelKind::FusedAppend;
     base.cache = fused.getCacheType();

@@ -87,6 +87,11 @@ def _declare(lib):
     # Bundle format 2 (scales, gather, checked mode, manifests).
     ns["gather"] = fn("kvrt_gather", c_int, [c_void_p, c_void_p, c_void_p],
                       optional=True)
+    # MLA latent caches.
+    ns["mla_append"] = fn("kvrt_mla_append", c_int,
+                          [c_void_p, c_void_p, c_void_p], optional=True)
+    ns["mla_fused_append"] = fn("kvrt_mla_fused_append", c_int,
+                                [c_void_p, c_void_p, c_void_p], optional=True)
     ns["bundle_set_checked"] = fn("kvrt_bundle_set_checked", c_int,
                                   [c_void_p, c_int], optional=True)
     ns["bundle_kernel_manifest"] = fn("kvrt_bundle_kernel_manifest",

@@ -25,6 +25,8 @@ _APPEND_ARGS = struct.Struct("<6Qi4x4Q")
 _FUSED_ARGS = struct.Struct("<8Qi4x4Q")
 _SLOT_ARGS = struct.Struct("<5Q")
 _GATHER_ARGS = struct.Struct("<6Qi4x4Q")
+_MLA_ARGS = struct.Struct("<5Qi4xQ")
+_MLA_FUSED_ARGS = struct.Struct("<7Qi4xQ")
 
 _ELF_MAGIC = b"\x7fELF"
 
@@ -190,8 +192,9 @@ class Bundle:
 
     def find(self, kind, **cache):
         """The name of the kernel of `kind` ("append", "slot_mapping",
-        "fused_append", "gather") whose cache matches every given field
-        (layout, block_size, num_kv_heads, head_dim, dtype, quant, ...);
+        "fused_append", "gather", "mla_append", "mla_fused_append") whose
+        cache matches every given field (layout, block_size, num_kv_heads,
+        head_dim, dtype, quant, latent, ...);
         ``source_dtype=`` matches the source. The vector variant's name, which
         is how kvrt names a description. None if absent."""
         source = cache.pop("source_dtype", None)
@@ -289,7 +292,54 @@ class Bundle:
                               *a[:7], variant, *a[7:])
         _kvrt.check(_kvrt.lib().fused_append(self._handle, s.args, stream))
 
+    def _mla_append(self, kernel, descs, variant, stream):
+        """descs: kv_c, k_pe, slot_mapping, key_cache, key_scale (None
+        where absent)."""
+        k = _kvrt.lib()
+        if k.mla_append is None:
+            raise errors.KvgenError("this libkvrt has no kvrt_mla_append")
+        s = _dlpack.scratch()
+        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
+        _MLA_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel), *a[:4],
+                            variant, a[4])
+        _kvrt.check(k.mla_append(self._handle, s.args, stream))
+
     # Launches on tensors --------------------------------------------------
+
+    def mla_append(self, kv_c, k_pe, slot_mapping, key_cache, *, kernel=None,
+                   variant="auto", key_scale=None, stream=None):
+        """kvrt_mla_append: entry slot_mapping[t] of the latent cache
+        [num_blocks, block_size, kv_lora_rank + rope_dim] becomes kv_c[t]
+        followed by k_pe[t]."""
+        keep = []
+        objs = (kv_c, k_pe, slot_mapping, key_cache, key_scale)
+        names = ("kv_c", "k_pe", "slot_mapping", "key_cache", "key_scale")
+        descs = [None if o is None else _dlpack.describe(o, n, keep)
+                 for o, n in zip(objs, names)]
+        self._mla_append(kernel, descs, _variant(variant),
+                         _stream_of(stream, kv_c, descs[0]))
+
+    def mla_fused_append(self, kv_c, k_pe, block_table, query_start_loc,
+                         context_lens, key_cache, *, kernel=None,
+                         variant="auto", key_scale=None, stream=None):
+        """kvrt_mla_fused_append: mla_append with the slots from the block
+        table and positions, in one launch."""
+        k = _kvrt.lib()
+        if k.mla_fused_append is None:
+            raise errors.KvgenError("this libkvrt has no kvrt_mla_fused_append")
+        keep = []
+        s = _dlpack.scratch()
+        objs = (kv_c, k_pe, block_table, query_start_loc, context_lens,
+                key_cache, key_scale)
+        names = ("kv_c", "k_pe", "block_table", "query_start_loc",
+                 "context_lens", "key_cache", "key_scale")
+        descs = [None if o is None else _dlpack.describe(o, n, keep)
+                 for o, n in zip(objs, names)]
+        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
+        _MLA_FUSED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
+                                  *a[:6], _variant(variant), a[6])
+        _kvrt.check(k.mla_fused_append(self._handle, s.args,
+                                       _stream_of(stream, kv_c, descs[0])))
 
     def append(self, key, value, slot_mapping, key_cache, value_cache, *,
                kernel=None, variant="auto", key_scale=None, value_scale=None,

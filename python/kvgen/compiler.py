@@ -38,6 +38,8 @@ _CACHE_DTYPES = {
 _SOURCE_DTYPES = ("f32", "f16", "bf16")
 _QUANT_STORAGE = {"fp8_e4m3": "f8E4M3FN", "fp8_e5m2": "f8E5M2", "int8": "i8"}
 _KERNELS = ("append", "slot_mapping", "fused_append")
+# A latent (MLA) cache's kernels: its entry is kv_c followed by k_pe.
+_LATENT_KERNELS = ("mla_append", "slot_mapping", "mla_fused_append")
 
 
 def _dtype(value, allowed, what):
@@ -82,10 +84,16 @@ _VLLM_LAYOUTS = {"NHD": "paged_nhd", "HND": "paged_hnd"}
 
 def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_dim=128,
              dtype="bf16", cache_dtype=None, quant=None, max_seq_len=None,
-             kernels=_KERNELS, name="kv"):
+             kernels=None, name="kv", kv_lora_rank=None, rope_dim=None):
     """The kv module text (kvgen's input) of one cache description. A
     layout without blocks takes max_seq_len instead of block_size (kvgen
-    says which)."""
+    says which). With kv_lora_rank and rope_dim it is an MLA latent cache
+    (one head of kv_lora_rank + rope_dim) and its kernels are mla_append,
+    slot_mapping and mla_fused_append."""
+    latent = kv_lora_rank is not None or rope_dim is not None
+    allowed = _LATENT_KERNELS if latent else _KERNELS
+    if kernels is None:
+        kernels = allowed
     src = _dtype(dtype, _SOURCE_DTYPES, "dtype")
     q = normalize_quant(quant, _dtype(cache_dtype, list(_CACHE_DTYPES.values()),
                                       "cache_dtype") if cache_dtype else None)
@@ -104,12 +112,19 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
     if q:
         text += (", quant = #kv.quant<kind = %s, granularity = %s, mode = %s>"
                  % q)
+    if latent:
+        if kv_lora_rank is None or rope_dim is None:
+            raise ValueError("a latent cache needs both kv_lora_rank and "
+                             "rope_dim")
+        text += (", latent = #kv.latent<kv_lora_rank = %d, rope_dim = %d>"
+                 % (int(kv_lora_rank), int(rope_dim)))
     text += ">"
     lines = ["module {"]
     for k in kernels:
-        if k not in _KERNELS:
-            raise ValueError("kernels: %r is not one of %s"
-                             % (k, ", ".join(_KERNELS)))
+        if k not in allowed:
+            raise ValueError("kernels: %r is not one of %s%s"
+                             % (k, ", ".join(allowed),
+                                " (a latent cache)" if latent else ""))
         lines.append("  kv.%s @%s_%s : %s%s" % (
             k, name, k, text, "" if k == "slot_mapping" else " from " + src))
     lines.append("}")
@@ -214,7 +229,8 @@ def compile(description=None, *, target="gpu", chip=None, cache=None,
             compiler=None, **fields):
     """A Bundle for `description` (kv module text) or for the fields of
     ``describe`` (layout=, block_size=, num_kv_heads=, head_dim=, dtype=,
-    cache_dtype=, quant=, max_seq_len=, kernels=). `target` is "gpu" (PTX for
+    cache_dtype=, quant=, max_seq_len=, kernels=, kv_lora_rank=, rope_dim=).
+    `target` is "gpu" (PTX for
     `chip`, default $KVGEN_CHIP or sm_90) or "host" (a shared object for this
     CPU). `cache` overrides the cache folder. Compiles only on a miss."""
     file = cache_entry(description, target=target, chip=chip, cache=cache,

@@ -2,6 +2,7 @@
 
 ``reshape_and_cache_flash``  vLLM's ``torch.ops._C_cache_ops.reshape_and_cache_flash``
 ``append_paged_kv_cache``    FlashInfer's ``flashinfer.page.append_paged_kv_cache``
+``concat_and_cache_mla``     vLLM's ``torch.ops._C_cache_ops.concat_and_cache_mla``
 
 Each finds its kernel from the tensors' shapes and dtypes: a bundle given to
 ``register`` if one offers it, else ``kvgen.compile`` (the disk cache, or the
@@ -74,15 +75,21 @@ def _chip(device_id):
 
 
 def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
-                cache_dtype, quant):
+                cache_dtype, quant, latent=None):
     """(bundle, kernel name) of `kind` for one cache, from a registered
-    bundle or kvgen.compile."""
+    bundle or kvgen.compile. `latent`: (kv_lora_rank, rope_dim) of an MLA
+    cache."""
     host = device[0] == _dlpack.CPU
     want = dict(layout=layout, block_size=block_size, num_kv_heads=heads,
                 head_dim=head_dim, dtype=cache_dtype, source_dtype=source,
                 quant=None if quant is None else {
                     "kind": quant, "granularity": "per_tensor",
                     "mode": "static"})
+    extra = {}
+    if latent is not None:
+        want["latent"] = {"kv_lora_rank": latent[0], "rope_dim": latent[1]}
+        # The description's default kernels, as precompile --mla makes them.
+        extra = dict(kv_lora_rank=latent[0], rope_dim=latent[1])
     for b in _registered:
         if (b.has_host_kernels if host else b.has_device_code):
             name = b.find(kind, **dict(want))
@@ -95,7 +102,7 @@ def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
             layout=layout, block_size=block_size, num_kv_heads=heads,
             head_dim=head_dim, dtype=source, cache_dtype=desc_cache,
             quant=quant, target="host" if host else "gpu",
-            chip=None if host else _chip(device[1]))
+            chip=None if host else _chip(device[1]), **extra)
     except errors.CompilerError as e:
         if quant is None:
             raise
@@ -290,6 +297,100 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
             if len(_calls) >= _CALL_ENTRIES:
                 _calls.clear()
             _calls[call] = (plan.bundle, packed)
+
+
+# vLLM MLA ---------------------------------------------------------------------
+
+def _mla_plan(c, p, kc, kv_cache_dtype):
+    if len(c[5]) != 2 or len(p[5]) != 2:
+        raise _bad("kv_c, k_pe: expected [num_tokens, kv_lora_rank] and "
+                   "[num_tokens, pe_dim], got shapes %s and %s", list(c[5]),
+                   list(p[5]))
+    if len(kc[5]) != 3:
+        raise _bad("kv_cache: expected [num_blocks, block_size, kv_lora_rank "
+                   "+ pe_dim], got shape %s", list(kc[5]))
+    rank, rope = c[5][1], p[5][1]
+    _, bs, entry = kc[5]
+    if rank + rope != entry:
+        raise _bad("kv_cache: entry of %d elements, but kv_c's %d + k_pe's "
+                   "%d = %d", entry, rank, rope, rank + rope)
+    source = _dlpack.dtype_name(c)
+    if source not in _UNQUANTIZED or _dlpack.dtype_name(p) != source:
+        raise _bad("kv_c, k_pe: dtypes %s and %s; expected one of float32, "
+                   "float16 or bfloat16 for both", source,
+                   _dlpack.dtype_name(p))
+    cache = _dlpack.dtype_name(kc)
+    quant = None
+    if kv_cache_dtype == "auto":
+        if cache not in _UNQUANTIZED:
+            raise _bad("kv_cache: dtype %s with kv_cache_dtype 'auto'; an "
+                       "fp8 cache needs kv_cache_dtype 'fp8' or 'fp8_e4m3'",
+                       cache)
+    elif kv_cache_dtype in _FP8:
+        quant = _FP8[kv_cache_dtype]
+        stored, accepted = _FP8_CACHE[quant]
+        if cache not in accepted:
+            raise _bad("kv_cache: dtype %s with kv_cache_dtype %r; expected "
+                       "uint8 or the matching float8", cache, kv_cache_dtype)
+        cache = stored
+    else:
+        raise _bad("kv_cache_dtype: %r is not one of auto, fp8, fp8_e4m3, "
+                   "fp8_e5m2 (fp8_ds_mla's 656-byte entry is not supported)",
+                   kv_cache_dtype)
+    plan = _Plan()
+    plan.bundle, plan.kernel = _kernel_for(
+        "mla_append", kc[1:3], compiler._VLLM_LAYOUTS["NHD"], bs, 1, entry,
+        source, cache,
+        quant, latent=(rank, rope))
+    plan.hnd = False
+    plan.quantized = quant is not None
+    plan.block_size = bs
+    return plan
+
+
+def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
+                         kv_cache_dtype="auto", scale=None, *, stream=None):
+    """vLLM's concat_and_cache_mla: ``kv_cache[slot // bs, slot % bs] =
+    cat(kv_c[i], k_pe[i])`` for every token i with ``slot_mapping[i] >= 0``,
+    in one launch (kvrt_mla_append).
+
+    kv_c: [num_tokens, kv_lora_rank], k_pe: [num_tokens, pe_dim] (any
+    strides, one dtype; rows past slot_mapping's length are CUDA-graph
+    padding and ignored, as in vLLM). kv_cache: [num_blocks, block_size,
+    kv_lora_rank + pe_dim]. slot_mapping: int64 [num_tokens].
+    kv_cache_dtype: "auto" (the cache's dtype; f32 <-> f16/bf16 casts
+    allowed) or "fp8"/"fp8_e4m3"/"fp8_e5m2" (cache uint8 or float8; stored =
+    x / scale, one per-tensor scale). The direct path only: no
+    torch.ops.kvgen custom op yet (torch.compile would graph-break).
+    """
+    keep = []
+    describe = _dlpack.describe
+    sm = describe(slot_mapping, "slot_mapping", keep)
+    c = describe(kv_c, "kv_c", keep)
+    p = describe(k_pe, "k_pe", keep)
+    kc = describe(kv_cache, "kv_cache", keep)
+    memo = ("mla", c[3], c[4], c[5][1:], p[3], p[4], p[5][1:], kc[1], kc[2],
+            kc[3], kc[4], kc[5][1:], kv_cache_dtype)
+    plan = _plans.get(memo)
+    if plan is None:
+        plan = _mla_plan(c, p, kc, kv_cache_dtype)
+        with _plans_lock:
+            _plans[memo] = plan
+    if len(sm[5]) != 1:
+        raise _bad("slot_mapping: expected [num_tokens], got shape %s",
+                   list(sm[5]))
+    n = sm[5][0]
+    for d, name in ((c, "kv_c"), (p, "k_pe")):
+        if d[5][0] < n:
+            raise _bad("%s: shape %s has fewer rows than slot_mapping (%d)",
+                       name, list(d[5]), n)
+    if c[5][0] != n:
+        c = c[:5] + ((n,) + c[5][1:], c[6])
+    if p[5][0] != n:
+        p = p[:5] + ((n,) + p[5][1:], p[6])
+    ks = _scale(scale, "scale", keep) if plan.quantized else None
+    plan.bundle._mla_append(plan.kernel, (c, p, sm, kc, ks), 0,
+                            _stream_of(stream, kv_c, c))
 
 
 # FlashInfer ------------------------------------------------------------------

@@ -5,8 +5,12 @@
         --head-dim 128 --block-size 16 --dtypes bf16,f16 \\
         --kv-cache-dtypes auto,fp8
 
+    python -m kvgen precompile --cache-dir DIR --mla 512+64 --block-size 64 \
+        --dtypes bf16 --kv-cache-dtypes auto,fp8
+
 Every combination of the lists is compiled (the kernels the ops look up:
-append, slot_mapping and fused_append of one description). A model config is
+append, slot_mapping and fused_append of one description; with --mla, the
+latent caches' mla_append, slot_mapping and mla_fused_append instead). A model config is
 a Hugging Face config.json: num_key_value_heads (else num_attention_heads),
 head_dim (else hidden_size / num_attention_heads) and torch_dtype; --tp
 divides the KV heads as tensor parallelism does. An fp8 description the
@@ -56,12 +60,30 @@ def descriptions(args):
         shapes = list(itertools.product(_list(args.num_kv_heads, int),
                                         _list(args.head_dim, int),
                                         _list(args.dtypes or "bf16")))
+    layouts = _list(args.layouts)
+    if args.mla:
+        # A latent cache is one NHD head of kv_lora_rank + rope_dim.
+        try:
+            pairs = [tuple(int(x) for x in p.split("+")) for p in
+                     _list(args.mla)]
+        except ValueError:
+            pairs = [()]
+        if any(len(p) != 2 for p in pairs):
+            raise SystemExit("precompile: --mla: expected kv_lora_rank+rope_dim "
+                             "pairs such as 512+64, got %r" % args.mla)
+        shapes = [((1, r + p, t), (r, p)) for r, p in pairs
+                  for t in _list(args.dtypes or "bf16")]
+        layouts = [compiler._VLLM_LAYOUTS["NHD"]]
+    else:
+        shapes = [(s, None) for s in shapes]
     seen = set()
-    for (heads, dim, dtype), layout, bs, kvd in itertools.product(
-            shapes, _list(args.layouts), _list(args.block_size, int),
+    for ((heads, dim, dtype), latent), layout, bs, kvd in itertools.product(
+            shapes, layouts, _list(args.block_size, int),
             _list(args.kv_cache_dtypes)):
         fields = dict(layout=layout, block_size=bs, num_kv_heads=heads,
                       head_dim=dim, dtype=dtype)
+        if latent:
+            fields.update(kv_lora_rank=latent[0], rope_dim=latent[1])
         if kvd != "auto":
             if kvd not in _FP8:
                 raise SystemExit("precompile: --kv-cache-dtypes: %r is not "
@@ -90,6 +112,9 @@ def main(argv=None):
     p.add_argument("--layouts", default=",".join(
         compiler._VLLM_LAYOUTS.values()),
         help="kvgen layout names (default: vLLM's, NHD and HND)")
+    p.add_argument("--mla", default=None,
+                   help="MLA latent caches instead: kv_lora_rank+rope_dim "
+                   "pairs, e.g. 512+64 (one head)")
     p.add_argument("--kv-cache-dtypes", default="auto",
                    help="auto,fp8,fp8_e4m3,fp8_e5m2")
     p.add_argument("--target", default="gpu", help="gpu,host")

@@ -313,3 +313,41 @@ def test_programmatic_launch_after_a_producer_appends_its_bytes(graph):
     bundle.set_programmatic_launch(False)
     assert torch.equal(_bits(kc), _bits(want_k))
     assert torch.equal(_bits(vc), _bits(want_v))
+
+
+# vLLM's concat_and_cache_mla: DeepSeek-V3's latent cache, 512 + 64, block 64.
+MLA_RANK, MLA_ROPE, MLA_BS, MLA_NB = 512, 64, 64, 32
+
+
+@pytest.mark.parametrize("kind", ["auto", "fp8_e4m3"])
+def test_concat_and_cache_mla_equals_torch(kind):
+    gen = torch.Generator(device=DEV).manual_seed(12)
+    n, pad = 37, 3
+    # kv_c and k_pe as column ranges of one projection output, 3 rows of
+    # CUDA-graph padding past slot_mapping.
+    proj = torch.randn(n + pad, MLA_RANK + MLA_ROPE + 64, generator=gen,
+                       device=DEV).to(torch.bfloat16)
+    kv_c, k_pe = proj[:, :MLA_RANK], proj[:, MLA_RANK:MLA_RANK + MLA_ROPE]
+    entry = MLA_RANK + MLA_ROPE
+    cache = torch.randn(MLA_NB, MLA_BS, entry, generator=gen, device=DEV)
+    scale = torch.tensor([0.05], device=DEV)
+    if kind == "auto":
+        cache = cache.to(torch.bfloat16)
+    else:
+        cache = cache.to(torch.float8_e4m3fn).view(torch.uint8)
+    slots = torch.randperm(MLA_NB * MLA_BS, generator=gen, device=DEV)[:n]
+    slots[::6] = -1
+    slots = slots.to(torch.int64)
+    rows = torch.cat([kv_c[:n], k_pe[:n]], dim=1)
+    if kind != "auto":
+        rows = (rows.float() / scale).to(torch.float8_e4m3fn).view(torch.uint8)
+    ref = cache.clone()
+    keep = slots >= 0
+    s = slots[keep]
+    ref[s // MLA_BS, s % MLA_BS] = rows[keep].to(ref.dtype)
+    try:
+        kvgen.ops.concat_and_cache_mla(kv_c, k_pe, cache, slots, kind, scale)
+    except kvgen.KernelNotAvailableError as e:
+        pytest.skip("kernels not available: %s" % str(e).splitlines()[0])
+    torch.cuda.synchronize()
+    assert torch.equal(_bits(cache), _bits(ref))

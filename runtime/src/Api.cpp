@@ -123,3 +123,10 @@ extern "C" kvrt_status kvrt_mla_append(kvrt_bundle *bundle,
                                        kvrt_stream stream) {
   return guarded([&] { return mlaAppend(bundle, args, stream); });
 }
+
+extern "C" kvrt_status
+kvrt_mla_fused_append(kvrt_bundle *bundle,
+                      const kvrt_mla_fused_append_args *args,
+                      kvrt_stream stream) {
+  return guarded([&] { return mlaFusedAppend(bundle, args, stream); });
+}

@@ -359,7 +359,32 @@ Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
 Status mlaAppend(kvrt_bundle *bundle, const kvrt_mla_append_args *args,
                  kvrt_stream stream) {
   return launchKind(bundle, args, KernelKind::MlaAppend,
-                    args ? &args->variant : nullptr, stream, planMlaAppend);
+                    args ? &args->variant : nullptr, stream,
+                    [](const Manifest &manifest, const Operation &operation,
+                       const OperationSpecs &specs,
+                       const kvrt_mla_append_args &a, LaunchPlan *plan) {
+                      return planMla(manifest, operation, specs,
+                                     {a.kv_c, a.k_pe, a.slot_mapping, nullptr,
+                                      nullptr, nullptr, a.key_cache,
+                                      a.key_scale},
+                                     plan);
+                    });
+}
+
+Status mlaFusedAppend(kvrt_bundle *bundle,
+                      const kvrt_mla_fused_append_args *args,
+                      kvrt_stream stream) {
+  return launchKind(bundle, args, KernelKind::MlaFusedAppend,
+                    args ? &args->variant : nullptr, stream,
+                    [](const Manifest &manifest, const Operation &operation,
+                       const OperationSpecs &specs,
+                       const kvrt_mla_fused_append_args &a, LaunchPlan *plan) {
+                      return planMla(manifest, operation, specs,
+                                     {a.kv_c, a.k_pe, nullptr, a.block_table,
+                                      a.query_start_loc, a.context_lens,
+                                      a.key_cache, a.key_scale},
+                                     plan);
+                    });
 }
 
 } // namespace kvrt::impl

@@ -64,6 +64,9 @@ Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
               kvrt_stream stream);
 Status mlaAppend(kvrt_bundle *bundle, const kvrt_mla_append_args *args,
                  kvrt_stream stream);
+Status mlaFusedAppend(kvrt_bundle *bundle,
+                      const kvrt_mla_fused_append_args *args,
+                      kvrt_stream stream);
 
 } // namespace kvrt::impl
 

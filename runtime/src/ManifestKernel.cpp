@@ -428,9 +428,12 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
   auto params = object.find("params");
   if (params == object.end())
     return kernel.missing("params");
-  // mla_append writes latent caches and nothing else writes them.
+  // mla_append and mla_fused_append write latent caches and nothing else
+  // writes them.
+  bool writesLatent = out->kind == KernelKind::MlaAppend ||
+                      out->kind == KernelKind::MlaFusedAppend;
   if (appendLike && out->kind != KernelKind::Gather &&
-      (out->kind == KernelKind::MlaAppend) != out->cache.latent)
+      writesLatent != out->cache.latent)
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: %s: kind %s %s",
                       kernel.field("kind").c_str(), kindName(out->kind),
                       out->cache.latent ? "cannot write a latent cache"

@@ -108,6 +108,13 @@ void addArguments(LaunchKey &key, const kvrt_mla_append_args &a) {
   key.addWord(variantBits(a.variant));
 }
 
+void addArguments(LaunchKey &key, const kvrt_mla_fused_append_args &a) {
+  for (const DLTensor *t : {a.kv_c, a.k_pe, a.block_table, a.query_start_loc,
+                            a.context_lens, a.key_cache, a.key_scale})
+    key.addTensor(t);
+  key.addWord(variantBits(a.variant));
+}
+
 namespace {
 struct Entry {
   bool used = false;

@@ -62,6 +62,7 @@ void addArguments(LaunchKey &key, const kvrt_slot_mapping_args &args);
 void addArguments(LaunchKey &key, const kvrt_fused_append_args &args);
 void addArguments(LaunchKey &key, const kvrt_gather_args &args);
 void addArguments(LaunchKey &key, const kvrt_mla_append_args &args);
+void addArguments(LaunchKey &key, const kvrt_mla_fused_append_args &args);
 
 /// The calling thread's remembered plans.
 class PlanCache {

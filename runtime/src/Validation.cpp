@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Validation.h"
+#include "PlanParts.h"
 
 #include <algorithm>
 
@@ -15,26 +15,11 @@ namespace kvrt::impl {
 
 using abi::Param;
 
-namespace {
-/// The value of each parameter of one launch, by abi::Param.
-struct ParamValues {
-  const TensorView *views[kNumParamIds] = {};
-  int64_t scalars[kNumParamIds] = {};
-
-  void set(Param param, const TensorView &view) {
-    views[static_cast<int>(param)] = &view;
-  }
-  void set(Param param, int64_t value) {
-    scalars[static_cast<int>(param)] = value;
-  }
-};
-} // namespace
-
 /// The four stride scalars (block, head, pos, dim) of a cache view, per
 /// docs/KERNEL-ABI.md's offset table: read at the layout's axes (of the K or
 /// V view, for a stacked cache).
-static void setCacheStrides(ParamValues *values, const CacheDescription &cache,
-                            bool isValue, const TensorView &view) {
+void setCacheStrides(ParamValues *values, const CacheDescription &cache,
+                     bool isValue, const TensorView &view) {
   const int64_t *s = view.strides;
   int64_t block, head, pos, dim;
   if (cache.latent) { // [nb, bs, entry]: one head
@@ -65,8 +50,8 @@ static void setRowStrides(ParamValues *values, Param token,
 
 /// Copies the values into `plan` in the kind's ABI order and records where
 /// checked mode and the vector promise find their tensors.
-static Status packInAbiOrder(const KernelDescription &kernel,
-                             const ParamValues &values, LaunchPlan *plan) {
+Status packInAbiOrder(const KernelDescription &kernel,
+                      const ParamValues &values, LaunchPlan *plan) {
   int indexOf[kNumParamIds];
   std::fill(std::begin(indexOf), std::end(indexOf), -1);
   const char *unset = nullptr;
@@ -90,9 +75,12 @@ static Status packInAbiOrder(const KernelDescription &kernel,
                       unset, kindName(kernel.kind));
   auto at = [&](Param param) { return indexOf[static_cast<int>(param)]; };
   plan->kind = kernel.kind;
+  bool latent = kernel.kind == KernelKind::MlaAppend ||
+                kernel.kind == KernelKind::MlaFusedAppend;
   if (kernel.kind == KernelKind::Append || kernel.kind == KernelKind::MlaAppend)
     plan->slotMapping = at(Param::SlotMapping);
-  if (kernel.kind == KernelKind::FusedAppend) {
+  if (kernel.kind == KernelKind::FusedAppend ||
+      kernel.kind == KernelKind::MlaFusedAppend) {
     plan->blockTable = at(Param::BlockTable);
     plan->queryStartLoc = at(Param::QueryStartLoc);
     plan->contextLens = at(Param::ContextLens);
@@ -101,7 +89,7 @@ static Status packInAbiOrder(const KernelDescription &kernel,
   // head_dim elements are not adjacent is written element by element.
   bool gather = kernel.kind == KernelKind::Gather;
   bool withValue = kernel.cache.hasValue();
-  if (kernel.kind == KernelKind::MlaAppend) {
+  if (latent) {
     plan->promised[plan->numPromised++] = at(Param::KvC);
     plan->promised[plan->numPromised++] = at(Param::KPe);
     plan->promised[plan->numPromised++] = at(Param::KeyCache);
@@ -130,21 +118,6 @@ const KernelDescription &describingKernel(const Manifest &manifest,
 // Caches and scales
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// The tensors of an append-like launch other than its rows and indices.
-struct CacheViews {
-  TensorView key, value;
-  /// What was passed, for the range checks: the stacked tensor once for a
-  /// stacked layout, else the two caches.
-  TensorView stacked;
-  const TensorView *whole[2];
-  int numWhole = 0;
-  /// key_scale, value_scale or the two scale caches, by the description.
-  TensorView scales[2];
-  int numScales = 0;
-};
-} // namespace
-
 /// A V tensor given to a kernel whose cache has none.
 static Status refuseValue(const char *name, const KernelDescription &kernel) {
   return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
@@ -154,9 +127,9 @@ static Status refuseValue(const char *name, const KernelDescription &kernel) {
                     kernel.cache.latent ? "latent (MLA)" : "K-only");
 }
 
-static Status checkCaches(const KernelDescription &kernel,
-                          const OperationSpecs &specs, const DLTensor *keyCache,
-                          const DLTensor *valueCache, CacheViews *out) {
+Status checkCaches(const KernelDescription &kernel, const OperationSpecs &specs,
+                   const DLTensor *keyCache, const DLTensor *valueCache,
+                   CacheViews *out) {
   const CacheDescription &cache = kernel.cache;
   const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
   if (layout.stacked()) {
@@ -202,11 +175,9 @@ static std::string describeQuant(const CacheDescription &cache) {
 
 /// The scale tensors of a launch: those the description takes are checked
 /// (NULL refused), the others must be NULL. `rows` binds num_tokens.
-static Status checkScales(const KernelDescription &kernel,
-                          const OperationSpecs &specs,
-                          const DLTensor *const given[4],
-                          const TensorView &rows, CacheViews *caches,
-                          ParamValues *values) {
+Status checkScales(const KernelDescription &kernel, const OperationSpecs &specs,
+                   const DLTensor *const given[4], const TensorView &rows,
+                   CacheViews *caches, ParamValues *values) {
   static const char *const kNames[4] = {"key_scale", "value_scale",
                                         "key_scale_cache", "value_scale_cache"};
   const CacheDescription &cache = kernel.cache;
@@ -276,10 +247,8 @@ static Status checkScales(const KernelDescription &kernel,
 
 /// The caches (and, for an append, the dynamic scale caches) the kernel
 /// writes must not share bytes with anything else of the launch.
-static Status checkWritesDisjoint(const TensorView *const *written,
-                                  int numWritten,
-                                  const TensorView *const *others,
-                                  int numOthers) {
+Status checkWritesDisjoint(const TensorView *const *written, int numWritten,
+                           const TensorView *const *others, int numOthers) {
   for (int w = 0; w < numWritten; ++w)
     for (int o = 0; o < numOthers; ++o)
       if (written[w] != others[o])
@@ -385,11 +354,10 @@ Status planAppend(const Manifest &manifest, const Operation &operation,
   return packInAbiOrder(kernel, values, plan);
 }
 
-static Status checkRequests(const DLTensor *blockTable,
-                            const DLTensor *queryStartLoc,
-                            const DLTensor *contextLens, TensorView *table,
-                            TensorView *starts, TensorView *lens,
-                            ParamValues *values) {
+Status checkRequests(const DLTensor *blockTable, const DLTensor *queryStartLoc,
+                     const DLTensor *contextLens, TensorView *table,
+                     TensorView *starts, TensorView *lens,
+                     ParamValues *values) {
   const IndexSpecs &index = indexSpecs();
   KVRT_RETURN_IF_ERROR(checkTensor(blockTable, index.blockTable, table));
   KVRT_RETURN_IF_ERROR(checkTensor(queryStartLoc, index.queryStartLoc, starts));
@@ -532,53 +500,6 @@ Status planGather(const Manifest &manifest, const Operation &operation,
   plan->operation = &operation;
   plan->device = slots.tensor->device;
   plan->numTokens = slots.shape[0];
-  plan->numBlocks = caches.key.shape[0];
-  plan->blockSize = kernel.cache.blockSize;
-  return packInAbiOrder(kernel, values, plan);
-}
-
-Status planMlaAppend(const Manifest &manifest, const Operation &operation,
-                     const OperationSpecs &specs,
-                     const kvrt_mla_append_args &args, LaunchPlan *plan) {
-  const KernelDescription &kernel = describingKernel(manifest, operation);
-  TensorView kvC, kPe, slots;
-  CacheViews caches;
-  ParamValues values;
-  KVRT_RETURN_IF_ERROR(checkTensor(args.kv_c, specs.kvC, &kvC));
-  KVRT_RETURN_IF_ERROR(checkTensor(args.k_pe, specs.kPe, &kPe));
-  KVRT_RETURN_IF_ERROR(
-      checkCaches(kernel, specs, args.key_cache, nullptr, &caches));
-  KVRT_RETURN_IF_ERROR(
-      checkTensor(args.slot_mapping, indexSpecs().slotMapping, &slots));
-  for (const TensorView *view : {&kPe, &caches.key, &slots})
-    KVRT_RETURN_IF_ERROR(checkSameDevice(kvC, *view));
-  KVRT_RETURN_IF_ERROR(checkSameExtent(kvC, 0, kPe, 0, "num_tokens"));
-  KVRT_RETURN_IF_ERROR(checkSameExtent(kvC, 0, slots, 0, "num_tokens"));
-  // The latent cache's scales are K's: value_scale has no place here.
-  const DLTensor *scales[4] = {args.key_scale, nullptr, nullptr, nullptr};
-  KVRT_RETURN_IF_ERROR(
-      checkScales(kernel, specs, scales, kvC, &caches, &values));
-
-  const TensorView *written[] = {&caches.key};
-  const TensorView *all[] = {&kvC, &kPe, &slots, &caches.key,
-                             caches.numScales ? &caches.scales[0] : &kvC};
-  KVRT_RETURN_IF_ERROR(checkWritesDisjoint(written, 1, all, std::size(all)));
-
-  values.set(Param::KvC, kvC);
-  values.set(Param::KPe, kPe);
-  values.set(Param::SlotMapping, slots);
-  values.set(Param::KeyCache, caches.key);
-  values.set(Param::NumTokens, kvC.shape[0]);
-  values.set(Param::NumBlocks, caches.key.shape[0]);
-  values.set(Param::KvCStrideToken, kvC.strides[0]);
-  values.set(Param::KvCStrideDim, kvC.strides[1]);
-  values.set(Param::KPeStrideToken, kPe.strides[0]);
-  values.set(Param::KPeStrideDim, kPe.strides[1]);
-  setCacheStrides(&values, kernel.cache, false, caches.key);
-
-  plan->operation = &operation;
-  plan->device = kvC.tensor->device;
-  plan->numTokens = kvC.shape[0];
   plan->numBlocks = caches.key.shape[0];
   plan->blockSize = kernel.cache.blockSize;
   return packInAbiOrder(kernel, values, plan);

@@ -96,9 +96,15 @@ Status planSlotMapping(const Manifest &manifest, const Operation &operation,
 Status planFusedAppend(const Manifest &manifest, const Operation &operation,
                        const OperationSpecs &specs,
                        const kvrt_fused_append_args &args, LaunchPlan *plan);
-Status planMlaAppend(const Manifest &manifest, const Operation &operation,
-                     const OperationSpecs &specs,
-                     const kvrt_mla_append_args &args, LaunchPlan *plan);
+/// The tensors of mla_append (slotMapping) and mla_fused_append (blockTable,
+/// queryStartLoc, contextLens; slotMapping null).
+struct MlaTensors {
+  const DLTensor *kvC, *kPe, *slotMapping, *blockTable, *queryStartLoc,
+      *contextLens, *keyCache, *keyScale;
+};
+Status planMla(const Manifest &manifest, const Operation &operation,
+               const OperationSpecs &specs, const MlaTensors &args,
+               LaunchPlan *plan);
 Status planGather(const Manifest &manifest, const Operation &operation,
                   const OperationSpecs &specs, const kvrt_gather_args &args,
                   LaunchPlan *plan);

@@ -15,6 +15,8 @@
 #include "GpuLauncher.h"
 #include "PlanCache.h"
 
+#include <vector>
+
 using namespace kvrt::test;
 using kvrt::impl::PlanCache;
 using ::testing::HasSubstr;
@@ -188,6 +190,87 @@ TEST_F(LaunchCacheTest, TensorsOnAnotherDeviceThanTheContextAreRefused) {
   EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(kvrt_last_error(), HasSubstr("current CUDA context"));
   EXPECT_EQ(state->launches, 1);
+}
+
+/// Every tensor field of an argument struct reaches the key: moving any one
+/// of them to another buffer gives another key. `fields` lists them, and the
+/// struct's size says the list is whole (a kernel name, the tensors, a
+/// variant), so that a field added to the struct and not to addArguments
+/// fails here.
+template <typename Args>
+void expectEveryTensorKeyed(std::vector<const DLTensor * Args::*> fields,
+                            bool hasVariant) {
+  size_t words = 1 + fields.size() + (hasVariant ? 1 : 0);
+  ASSERT_EQ(sizeof(Args), words * sizeof(void *))
+      << "a field of the struct is not in this test's list";
+  int64_t shape[1] = {4};
+  std::vector<float> storage(2 * fields.size());
+  std::vector<DLTensor> tensors(fields.size());
+  for (size_t i = 0; i < fields.size(); ++i)
+    tensors[i] = DLTensor{&storage[i], {kDLCUDA, 0}, 1, {kDLFloat, 32, 1},
+                          shape,       nullptr,      0};
+  Args args{};
+  for (size_t i = 0; i < fields.size(); ++i)
+    args.*fields[i] = &tensors[i];
+  auto keyOf = [&](const Args &a) {
+    kvrt::impl::LaunchKey key(1, kvgen::abi::KernelKind::Append, "k");
+    kvrt::impl::addArguments(key, a);
+    return key;
+  };
+  kvrt::impl::LaunchKey base = keyOf(args);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    DLTensor moved = tensors[i];
+    moved.data = &storage[fields.size() + i];
+    Args changed = args;
+    changed.*fields[i] = &moved;
+    EXPECT_FALSE(keyOf(changed) == base) << "field " << i << " is not keyed";
+  }
+}
+
+TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
+  expectEveryTensorKeyed<kvrt_append_args>(
+      {&kvrt_append_args::key, &kvrt_append_args::value,
+       &kvrt_append_args::slot_mapping, &kvrt_append_args::key_cache,
+       &kvrt_append_args::value_cache, &kvrt_append_args::key_scale,
+       &kvrt_append_args::value_scale, &kvrt_append_args::key_scale_cache,
+       &kvrt_append_args::value_scale_cache},
+      /*hasVariant=*/true);
+  expectEveryTensorKeyed<kvrt_slot_mapping_args>(
+      {&kvrt_slot_mapping_args::block_table,
+       &kvrt_slot_mapping_args::query_start_loc,
+       &kvrt_slot_mapping_args::context_lens,
+       &kvrt_slot_mapping_args::slot_mapping},
+      /*hasVariant=*/false);
+  expectEveryTensorKeyed<kvrt_fused_append_args>(
+      {&kvrt_fused_append_args::key, &kvrt_fused_append_args::value,
+       &kvrt_fused_append_args::block_table,
+       &kvrt_fused_append_args::query_start_loc,
+       &kvrt_fused_append_args::context_lens,
+       &kvrt_fused_append_args::key_cache, &kvrt_fused_append_args::value_cache,
+       &kvrt_fused_append_args::key_scale, &kvrt_fused_append_args::value_scale,
+       &kvrt_fused_append_args::key_scale_cache,
+       &kvrt_fused_append_args::value_scale_cache},
+      /*hasVariant=*/true);
+  expectEveryTensorKeyed<kvrt_gather_args>(
+      {&kvrt_gather_args::key_cache, &kvrt_gather_args::value_cache,
+       &kvrt_gather_args::slot_mapping, &kvrt_gather_args::key_out,
+       &kvrt_gather_args::value_out, &kvrt_gather_args::key_scale,
+       &kvrt_gather_args::value_scale, &kvrt_gather_args::key_scale_cache,
+       &kvrt_gather_args::value_scale_cache},
+      /*hasVariant=*/true);
+  expectEveryTensorKeyed<kvrt_mla_append_args>(
+      {&kvrt_mla_append_args::kv_c, &kvrt_mla_append_args::k_pe,
+       &kvrt_mla_append_args::slot_mapping, &kvrt_mla_append_args::key_cache,
+       &kvrt_mla_append_args::key_scale},
+      /*hasVariant=*/true);
+  expectEveryTensorKeyed<kvrt_mla_fused_append_args>(
+      {&kvrt_mla_fused_append_args::kv_c, &kvrt_mla_fused_append_args::k_pe,
+       &kvrt_mla_fused_append_args::block_table,
+       &kvrt_mla_fused_append_args::query_start_loc,
+       &kvrt_mla_fused_append_args::context_lens,
+       &kvrt_mla_fused_append_args::key_cache,
+       &kvrt_mla_fused_append_args::key_scale},
+      /*hasVariant=*/true);
 }
 
 } // namespace

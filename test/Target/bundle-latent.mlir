@@ -66,3 +66,31 @@ kv.mla_append @mla : !kv.cache<layout = paged_nhd, block_size = 528,
 // CHECK-NEXT: "key_cache_stride_block",
 kv.gather @konly_gather : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 2, head_dim = 64, dtype = bf16, k_only = true> to f32
+
+// The fused MLA append: fused_append's block table and positions in place of
+// slot_mapping, then mla_append's scalars.
+// CHECK: "kind": "mla_fused_append"
+// CHECK: "name": "mla_fused"
+// CHECK: "params": [
+// CHECK-NEXT: "kv_c",
+// CHECK-NEXT: "k_pe",
+// CHECK-NEXT: "block_table",
+// CHECK-NEXT: "query_start_loc",
+// CHECK-NEXT: "context_lens",
+// CHECK-NEXT: "key_cache",
+// CHECK-NEXT: "num_tokens",
+// CHECK-NEXT: "num_blocks",
+// CHECK-NEXT: "num_reqs",
+// CHECK-NEXT: "block_table_stride",
+// CHECK-NEXT: "max_blocks_per_req",
+// CHECK-NEXT: "kv_c_stride_token",
+// CHECK-NEXT: "kv_c_stride_dim",
+// CHECK-NEXT: "k_pe_stride_token",
+// CHECK-NEXT: "k_pe_stride_dim",
+// CHECK-NEXT: "key_cache_stride_block",
+// CHECK-NEXT: "key_cache_stride_pos",
+// CHECK-NEXT: "key_cache_stride_dim"
+// CHECK-NEXT: ]
+kv.mla_fused_append @mla_fused : !kv.cache<layout = paged_nhd,
+    block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16,
+    latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16

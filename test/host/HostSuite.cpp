@@ -157,6 +157,9 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     case KernelKind::MlaAppend:
       d.kind = Kind::MlaAppend;
       break;
+    case KernelKind::MlaFusedAppend:
+      d.kind = Kind::MlaFusedAppend;
+      break;
     }
     d.kOnly = !plan.cache.hasValue();
     if (kv::LatentAttr latent = plan.cache.getLatent()) {

@@ -333,6 +333,7 @@ FailureOr<std::string> driver::descriptionFromFlags() {
     case abi::KernelKind::Append:
     case abi::KernelKind::FusedAppend:
     case abi::KernelKind::MlaAppend: // the verifier asks for a latent cache
+    case abi::KernelKind::MlaFusedAppend:
       clause = " from " + *dtype;
       break;
     case abi::KernelKind::SlotMapping:

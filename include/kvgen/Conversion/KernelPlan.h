@@ -26,6 +26,15 @@ using KernelVariant = abi::Variant;
 struct KernelPlan {
   std::string name;
   KernelKind kind;
+  /// mla_append and mla_fused_append: the entry is kv_c then k_pe.
+  bool writesLatent() const {
+    return kind == KernelKind::MlaAppend || kind == KernelKind::MlaFusedAppend;
+  }
+  /// fused_append and mla_fused_append: the slot comes from the block table.
+  bool slotFromBlockTable() const {
+    return kind == KernelKind::FusedAppend ||
+           kind == KernelKind::MlaFusedAppend;
+  }
   KernelVariant variant;
   kv::CacheType cache;
   /// Element type of K and V for appends, of the outputs for gathers (null

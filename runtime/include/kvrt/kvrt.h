@@ -173,6 +173,26 @@ kvrt_status kvrt_mla_append(kvrt_bundle *bundle,
                             const kvrt_mla_append_args *args,
                             kvrt_stream stream);
 
+/* kvrt_mla_append with the slots of kvrt_fused_append (kernel kind
+ * mla_fused_append): token t of request r goes to position
+ * context_lens[r] + t - query_start_loc[r] of its block table row; padding
+ * tokens and negative block ids write nothing. One launch. */
+typedef struct kvrt_mla_fused_append_args {
+  const char *kernel;
+  const DLTensor *kv_c;
+  const DLTensor *k_pe;
+  const DLTensor *block_table;     /* int32 [num_reqs, max_blocks_per_req] */
+  const DLTensor *query_start_loc; /* int32 [num_reqs + 1] */
+  const DLTensor *context_lens;    /* int32 [num_reqs] */
+  const DLTensor *key_cache;
+  kvrt_variant variant;
+  const DLTensor *key_scale;
+} kvrt_mla_fused_append_args;
+
+kvrt_status kvrt_mla_fused_append(kvrt_bundle *bundle,
+                                  const kvrt_mla_fused_append_args *args,
+                                  kvrt_stream stream);
+
 /* Build slot_mapping from the block table and per-request positions, on the
  * device (kernel kind slot_mapping). */
 typedef struct kvrt_slot_mapping_args {

@@ -60,3 +60,26 @@ kv.mla_append @mla_small : !kv.cache<layout = paged_nhd, block_size = 16,
 // CHECK-NOT: vector.store
 kv.append @konly : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = bf16, k_only = true> from bf16
+
+// -----
+
+// The fused MLA append computes the slot from the block table (no
+// slot_mapping parameter) and reads the entry from kv_c and k_pe as
+// mla_append does.
+// CHECK-LABEL: func.func @mla_fused(
+// CHECK-SAME: {kv.name = "kv_c"}
+// CHECK-SAME: {kv.name = "k_pe"}
+// CHECK-SAME: {kv.name = "block_table"}
+// CHECK-NOT: slot_mapping
+// CHECK-SAME: {kv.name = "key_cache"}
+// CHECK-SAME: chunks_per_token = 72
+// CHECK: memref.load %arg3
+// CHECK: memref.load %arg2
+// CHECK: scf.if %{{.*}} -> (vector<8xbf16>)
+// CHECK: vector.load %arg0
+// CHECK: } else {
+// CHECK: vector.load %arg1
+// CHECK: vector.store %{{.*}}, %arg5
+kv.mla_fused_append @mla_fused : !kv.cache<layout = paged_nhd,
+    block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16,
+    latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16

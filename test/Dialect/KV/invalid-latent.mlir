@@ -31,10 +31,23 @@ kv.mla_append @a : !kv.cache<layout = paged_nhd, block_size = 16,
 
 // -----
 
-// expected-error @+1 {{'kv.append' op cannot write a latent cache: its entry is kv_c followed by k_pe (use kv.mla_append)}}
+// expected-error @+1 {{'kv.append' op cannot write a latent cache: its entry is kv_c followed by k_pe (use kv.mla_append or kv.mla_fused_append)}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 1, head_dim = 576, dtype = bf16,
     latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16
+
+// -----
+
+// expected-error @+1 {{'kv.fused_append' op cannot write a latent cache: its entry is kv_c followed by k_pe (use kv.mla_append or kv.mla_fused_append)}}
+kv.fused_append @a : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 1, head_dim = 576, dtype = bf16,
+    latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16
+
+// -----
+
+// expected-error @+1 {{'kv.mla_fused_append' op needs a latent cache}}
+kv.mla_fused_append @a : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 1, head_dim = 576, dtype = bf16, k_only = true> from bf16
 
 // -----
 

@@ -1058,6 +1058,7 @@ std::vector<CaseDef> casesFor(const Description &desc) {
   case Kind::Gather:
     return gatherCases(desc);
   case Kind::MlaAppend:
+  case Kind::MlaFusedAppend:
     break;
   }
   return {};

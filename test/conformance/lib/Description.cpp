@@ -123,6 +123,8 @@ const char *kindName(Kind kind) {
     return "gather";
   case Kind::MlaAppend:
     return "mla_append";
+  case Kind::MlaFusedAppend:
+    return "mla_fused_append";
   }
   return "?";
 }
@@ -154,6 +156,9 @@ std::string Description::toMlir() const {
   if (hasRoundtripGather())
     op += "\n  kv.gather @" + gatherKernelName() + " : " + cacheType() +
           " to f32";
+  if (hasSlotMappingCompanion())
+    op +=
+        "\n  kv.slot_mapping @" + slotMappingKernelName() + " : " + cacheType();
   return op;
 }
 
@@ -165,6 +170,8 @@ std::vector<std::string> Description::kernelNames() const {
     names.push_back(gatherKernelName());
     names.push_back(gatherKernelName() + "_scalar");
   }
+  if (hasSlotMappingCompanion())
+    names.push_back(slotMappingKernelName());
   return names;
 }
 

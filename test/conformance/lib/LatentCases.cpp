@@ -46,6 +46,14 @@ struct Spec {
   kvrt_variant variant = KVRT_VARIANT_AUTO;
   bool vectorRefused = false;
   Break breaks = Break::None;
+  /// MLA: slot_mapping is built on the device from the block table by the
+  /// description's slot_mapping kernel, then the append reads it.
+  bool slotsFromKernel = false;
+  /// Fused: a negative block id and one past the cache in the table, at the
+  /// first new token of requests 1 and 2 (their tokens write nothing).
+  bool badBlocks = false;
+  /// Launch in kvrt's checked mode, which must refuse the bad block id.
+  bool checked = false;
   /// The refusal must name this.
   std::string message;
 };
@@ -106,6 +114,9 @@ public:
 private:
   bool launch(const std::vector<int64_t> &slots, const Spec &spec,
               const TensorArg *fusedTables, std::string &failure);
+  bool buildSlots(const std::vector<int64_t> &want, const TensorArg *tables,
+                  DeviceBuffer &slotBuf, TensorArg &slotArg,
+                  std::string &failure);
 
   LatentCaseEnv &env;
   const Description &desc;
@@ -139,6 +150,16 @@ bool Runner::runFused(const Spec &spec, std::string &failure) {
   std::vector<int32_t> table(3 * stride, -1);
   for (int r = 0; r < 3; ++r)
     std::copy(rows[r].begin(), rows[r].end(), table.begin() + r * stride);
+  if (spec.badBlocks) {
+    table[1 * stride + lens[1] / bs] = -1;
+    table[2 * stride + lens[2] / bs] = static_cast<int32_t>(numBlocks() + 3);
+  }
+  Spec launchSpec = spec;
+  if (spec.badBlocks && spec.checked)
+    launchSpec.message = "block_table[2][" + std::to_string(lens[2] / bs) +
+                         "] = " + std::to_string(numBlocks() + 3) + " (token " +
+                         std::to_string(qsl[2]) +
+                         ") is past the cache's num_blocks";
   SlotMappingInputs in;
   in.blockTable = table.data();
   in.blockTableStride = stride;
@@ -164,7 +185,50 @@ bool Runner::runFused(const Spec &spec, std::string &failure) {
                 {stride, 1}),
       TensorArg(qslBuf.get(), 0, backend.device(), i32, {4}, {1}),
       TensorArg(lensBuf.get(), 0, backend.device(), i32, {3}, {1})};
-  return launch(slots, spec, tables, failure);
+  return launch(slots, launchSpec, tables, failure);
+}
+
+/// Poisons slot_mapping, builds it with the slot_mapping kernel of the same
+/// cache and checks it against `want` (the host's slot rule) before the
+/// append reads it.
+bool Runner::buildSlots(const std::vector<int64_t> &want,
+                        const TensorArg *tables, DeviceBuffer &slotBuf,
+                        TensorArg &slotArg, std::string &failure) {
+  Backend &backend = env.backend;
+  std::vector<int64_t> poison(want.size()), got(want.size());
+  fillPoison(poison.data(), poison.size() * 8, env.rng());
+  if (!backend.copyToDevice(slotBuf.get(), poison.data(), poison.size() * 8)) {
+    failure = "poisoning slot_mapping: " + backend.lastError();
+    return false;
+  }
+  std::string kernel = desc.slotMappingKernelName();
+  kvrt_slot_mapping_args args{};
+  args.kernel = kernel.c_str();
+  args.block_table = tables[0].get();
+  args.query_start_loc = tables[1].get();
+  args.context_lens = tables[2].get();
+  args.slot_mapping = slotArg.get();
+  kvrt_status status =
+      kvrt_build_slot_mapping(env.bundle, &args, backend.stream());
+  if (status != KVRT_SUCCESS) {
+    failure = std::string("kvrt_build_slot_mapping: ") +
+              kvrt_status_name(status) + ": " + kvrt_last_error();
+    return false;
+  }
+  if (!backend.synchronize() ||
+      !backend.copyToHost(got.data(), slotBuf.get(), got.size() * 8)) {
+    failure = "reading slot_mapping back: " + backend.lastError();
+    return false;
+  }
+  env.bytesCompared += static_cast<int64_t>(got.size() * 8);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (got[i] != want[i]) {
+      failure = "slot_mapping[" + std::to_string(i) + "] is " +
+                std::to_string(got[i]) + ", the slot rule gives " +
+                std::to_string(want[i]);
+      return false;
+    }
+  return true;
 }
 
 bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
@@ -261,6 +325,10 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
   TensorArg other(otherBuf.get(), 0, device, srcType, {tokens, heads, dim},
                   {heads * dim, dim, 1});
 
+  if (spec.slotsFromKernel &&
+      !buildSlots(slots, fusedTables, slotBuf, slotArg, failure))
+    return false;
+
   kvrt_status status;
   if (desc.latent()) {
     int64_t rank = desc.kvLoraRank, rope = desc.ropeDim;
@@ -289,15 +357,37 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
                   {cStride, 1});
     TensorArg kPe(srcBuf.get(), pOffset, device, srcType, {tokens, rope},
                   {pStride, 1});
-    kvrt_mla_append_args args{};
-    args.kernel = desc.name.c_str();
-    args.kv_c = kvC.get();
-    args.k_pe = spec.breaks == Break::NoKPe ? nullptr : kPe.get();
-    args.slot_mapping = slotArg.get();
-    args.key_cache = cacheArg.get();
-    args.variant = spec.variant;
-    args.key_scale = scaleArg.get();
-    status = kvrt_mla_append(env.bundle, &args, backend.stream());
+    const DLTensor *kPeArg = spec.breaks == Break::NoKPe ? nullptr : kPe.get();
+    if (desc.kind == Kind::MlaFusedAppend) {
+      kvrt_mla_fused_append_args args{};
+      args.kernel = desc.name.c_str();
+      args.kv_c = kvC.get();
+      args.k_pe = kPeArg;
+      args.block_table = fusedTables[0].get();
+      args.query_start_loc = fusedTables[1].get();
+      args.context_lens = fusedTables[2].get();
+      args.key_cache = cacheArg.get();
+      args.variant = spec.variant;
+      args.key_scale = scaleArg.get();
+      if (spec.checked &&
+          kvrt_bundle_set_checked(env.bundle, 1) != KVRT_SUCCESS) {
+        failure = std::string("kvrt_bundle_set_checked: ") + kvrt_last_error();
+        return false;
+      }
+      status = kvrt_mla_fused_append(env.bundle, &args, backend.stream());
+      if (spec.checked)
+        kvrt_bundle_set_checked(env.bundle, 0);
+    } else {
+      kvrt_mla_append_args args{};
+      args.kernel = desc.name.c_str();
+      args.kv_c = kvC.get();
+      args.k_pe = kPeArg;
+      args.slot_mapping = slotArg.get();
+      args.key_cache = cacheArg.get();
+      args.variant = spec.variant;
+      args.key_scale = scaleArg.get();
+      status = kvrt_mla_append(env.bundle, &args, backend.stream());
+    }
   } else {
     TensorArg key(srcBuf.get(), 0, device, srcType, {tokens, heads, dim},
                   {rowElems, dim, 1});
@@ -332,7 +422,8 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
     }
   }
 
-  bool refused = spec.vectorRefused || spec.breaks != Break::None;
+  bool refused = spec.vectorRefused || spec.breaks != Break::None ||
+                 (spec.badBlocks && spec.checked);
   if (refused) {
     std::string message = kvrt_last_error();
     if (status != KVRT_ERROR_INVALID_ARGUMENT) {
@@ -434,6 +525,22 @@ std::vector<LatentCase> latentCases(const Description &desc) {
   oddVector.variant = KVRT_VARIANT_VECTOR;
   oddVector.vectorRefused = true;
   oddVector.message = "the vector variant";
+  if (desc.kind == Kind::MlaFusedAppend) {
+    Spec sharedVector = shared, bad, badChecked, noPe;
+    sharedVector.variant = KVRT_VARIANT_VECTOR;
+    bad.badBlocks = true;
+    badChecked.badBlocks = badChecked.checked = true;
+    noPe.breaks = Break::NoKPe;
+    noPe.message = "k_pe";
+    add("fused/auto", Spec(), 3);
+    add("fused/scalar", scalar, 3);
+    add("fused_shared_rows/vector", sharedVector, 3);
+    add("fused_shared_rows_odd/auto", odd, 3);
+    add("fused_bad_block_ids/auto", bad, 3);
+    add("fused_checked_bad_block_refused", badChecked, 3);
+    add("fused_missing_k_pe_refused", noPe, 3);
+    return cases;
+  }
   if (desc.kind == Kind::FusedAppend) {
     add("fused/auto", Spec(), 3);
     add("fused/scalar", scalar, 3);
@@ -465,6 +572,9 @@ std::vector<LatentCase> latentCases(const Description &desc) {
     noPe.message = "k_pe";
     wide.breaks = Break::WideKvC;
     wide.message = "kv_c";
+    Spec fromKernel;
+    fromKernel.slotsFromKernel = true;
+    add("slots_from_block_table/auto", fromKernel, 3);
     add("missing_k_pe_refused", noPe, 0);
     add("kv_c_width_refused", wide, 0);
   } else {

@@ -41,10 +41,10 @@ Description kOnlyAppend(Kind kind, Layout layout, int64_t blockSize,
 }
 
 Description mla(int64_t blockSize, int64_t kvLoraRank, int64_t ropeDim,
-                DType source, DType cache,
-                std::optional<QuantSpec> quant = {}) {
+                DType source, DType cache, std::optional<QuantSpec> quant = {},
+                Kind kind = Kind::MlaAppend) {
   Description d;
-  d.kind = Kind::MlaAppend;
+  d.kind = kind;
   d.layout = Layout::PagedNHD;
   d.blockSize = blockSize;
   d.numKvHeads = 1;
@@ -56,8 +56,8 @@ Description mla(int64_t blockSize, int64_t kvLoraRank, int64_t ropeDim,
   d.quant = quant;
   d.kOnly = true;
   std::ostringstream os;
-  os << "mla_append_bs" << blockSize << "_" << kvLoraRank << "_" << ropeDim
-     << "_" << dtypeName(cache) << "_from_" << dtypeName(source);
+  os << kindName(kind) << "_bs" << blockSize << "_" << kvLoraRank << "_"
+     << ropeDim << "_" << dtypeName(cache) << "_from_" << dtypeName(source);
   if (quant)
     os << "_" << quant->tag();
   d.name = os.str();
@@ -101,6 +101,16 @@ std::vector<Description> latentMatrix() {
   m.push_back(mla(32, 128, 32, DType::BF16, DType::F8E5M2,
                   QuantSpec{QuantKind::FP8E5M2, Granularity::PerToken,
                             ScaleMode::Static, false}));
+  // The fused MLA append: slots from the block table, one launch.
+  auto fused = [&](int64_t bs, int64_t rank, int64_t rope, DType source,
+                   DType cache, std::optional<QuantSpec> quant = {}) {
+    m.push_back(
+        mla(bs, rank, rope, source, cache, quant, Kind::MlaFusedAppend));
+  };
+  fused(16, 512, 64, DType::BF16, DType::BF16);
+  fused(3, 128, 32, DType::F32, DType::BF16);
+  fused(528, 448, 64, DType::F16, DType::F16);
+  fused(16, 512, 64, DType::BF16, DType::F8E4M3, fp8);
   return m;
 }
 

@@ -302,12 +302,12 @@ TEST(DescriptionTest, ReducedMatrixIsACoveringSubset) {
     if (d.layout != Layout::Contiguous)
       sizes.insert(d.blockSize);
   }
-  // appends, fused, slot mapping, gathers, mla_append
-  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u + 1u);
+  // appends, fused, slot mapping, gathers, mla_append, mla_fused_append
+  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u + 1u + 1u);
   EXPECT_EQ(pairs.size(), 7u);
-  // (append, fused) x 3 kinds x 2 modes, the gathers' 3 x 2, and the two
-  // fp8 kinds of the MLA append.
-  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u);
+  // (append, fused) x 3 kinds x 2 modes, the gathers' 3 x 2, the two fp8
+  // kinds of the MLA append and the fused MLA append's fp8 e4m3.
+  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u + 1u);
   for (int64_t h : {1, 3, 8})
     EXPECT_TRUE(heads.count(h)) << h;
   for (int64_t d : {64, 128, 256})

@@ -375,7 +375,8 @@ static LogicalResult verifyPaged(Operation *op, CacheType cache) {
 static LogicalResult verifyNotLatent(Operation *op, CacheType cache) {
   if (cache.getLatent())
     return op->emitOpError() << "cannot write a latent cache: its entry is "
-                                "kv_c followed by k_pe (use kv.mla_append)";
+                                "kv_c followed by k_pe (use kv.mla_append or "
+                                "kv.mla_fused_append)";
   return success();
 }
 
@@ -388,6 +389,15 @@ LogicalResult AppendOp::verify() {
 
 LogicalResult MlaAppendOp::verify() {
   if (failed(verifyKernelName(*this, getSymName())))
+    return failure();
+  if (!getCacheType().getLatent())
+    return emitOpError() << "needs a latent cache (latent = #kv.latent<...>)";
+  return verifySourceType(*this, getCacheType(), getSourceType());
+}
+
+LogicalResult MlaFusedAppendOp::verify() {
+  if (failed(verifyKernelName(*this, getSymName())) ||
+      failed(verifyPaged(*this, getCacheType())))
     return failure();
   if (!getCacheType().getLatent())
     return emitOpError() << "needs a latent cache (latent = #kv.latent<...>)";

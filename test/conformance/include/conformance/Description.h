@@ -53,7 +53,14 @@ enum class Layout {
 const char *layoutName(Layout layout);
 bool isPaged(Layout layout);
 
-enum class Kind { Append, SlotMapping, FusedAppend, Gather, MlaAppend };
+enum class Kind {
+  Append,
+  SlotMapping,
+  FusedAppend,
+  Gather,
+  MlaAppend,
+  MlaFusedAppend
+};
 
 /// `#kv.quant<kind, granularity, mode>` (and its `reciprocal` flag).
 struct QuantSpec {
@@ -126,6 +133,11 @@ struct Description {
     gather.outputDtype = DType::F32;
     return gather;
   }
+  /// An MLA append brings the slot_mapping kernel of its latent cache
+  /// (`name_slots`): the case that builds its slots on the device and
+  /// appends through them.
+  bool hasSlotMappingCompanion() const { return kind == Kind::MlaAppend; }
+  std::string slotMappingKernelName() const { return name + "_slots"; }
   std::vector<std::string> kernelNames() const;
 
   /// A one-line summary for logs.

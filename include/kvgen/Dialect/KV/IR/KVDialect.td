@@ -17,8 +17,8 @@ def KV_Dialect : Dialect {
   let summary = "Descriptions of KV caches and of the kernels that append to them";
   let description = [{
     A module of kv ops is a kvgen input: each op names one kernel to generate
-    (`kv.append`, `kv.slot_mapping`, `kv.fused_append`, `kv.gather`) and
-    carries the
+    (`kv.append`, `kv.slot_mapping`, `kv.fused_append`, `kv.gather`,
+    `kv.mla_append`, `kv.mla_fused_append`) and carries the
     `!kv.cache` type that says what the cache looks like. Everything that is
     layout- or quantization-specific is decided here and in `kv-to-loops`;
     below that level the host and GPU targets share one loop nest.

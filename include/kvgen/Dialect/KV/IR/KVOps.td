@@ -62,6 +62,28 @@ def KV_MlaAppendOp : KV_KernelOp<"mla_append"> {
   let extraClassDeclaration = commonDecls;
 }
 
+def KV_MlaFusedAppendOp : KV_KernelOp<"mla_fused_append"> {
+  let summary = "Write kv_c and k_pe rows from the block table and positions";
+  let description = [{
+    `kv.mla_append` with `kv.fused_append`'s slots: each token's slot is
+    computed in registers from the block table `[num_reqs,
+    max_blocks_per_req]`, `query_start_loc [num_reqs + 1]` and
+    `context_lens [num_reqs]` (the `kv.slot_mapping` rule) and never written
+    out; one launch. The cache must be `latent` (always paged).
+
+    ```mlir
+    kv.mla_fused_append @mla_fused : !kv.cache<layout = paged_nhd,
+        block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16,
+        latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
+  let extraClassDeclaration = commonDecls;
+}
+
 def KV_SlotMappingOp : KV_KernelOp<"slot_mapping"> {
   let summary = "Compute slot_mapping from a block table and positions";
   let description = [{
