@@ -48,9 +48,9 @@ for cache in bf16 fp8 i8; do
 done
 variant t_bf16_c2 bf16 "$kvgen" --kvgen-chunks-per-thread=2
 variant t_bf16_c4 bf16 "$kvgen" --kvgen-chunks-per-thread=4
-variant t_bf16_nt bf16 "$kvgen" --kvgen-elide-token-check
+variant t_bf16_tc bf16 "$kvgen" --kvgen-elide-token-check=false
 variant t_fp8_m16 fp8 "$kvgen" --kvgen-min-blocks-per-sm=16
 variant t_fp8_c2 fp8 "$kvgen" --kvgen-chunks-per-thread=2
-variant t_fp8_nt fp8 "$kvgen" --kvgen-elide-token-check
+variant t_fp8_tc fp8 "$kvgen" --kvgen-elide-token-check=false
 variant t_i8_m16 i8 "$kvgen" --kvgen-min-blocks-per-sm=16
 cat "$dst/variants.txt"
