@@ -16,6 +16,11 @@ static llvm::cl::opt<int64_t> clChunksPerThread(
     llvm::cl::desc("Chunks one thread of a static or unquantized append "
                    "moves, loads before stores (0: the plan's choice; "
                    "applies where it divides a token's chunks)"));
+static llvm::cl::opt<bool> clWholeWarps(
+    "kvgen-whole-warps", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::desc("Give a block whose tokens leave a warp part-filled more "
+                   "tokens, up to whole warps (false: the 128-thread rule "
+                   "alone)"));
 static llvm::cl::opt<int64_t> clMinBlocksPerSM(
     "kvgen-min-blocks-per-sm", llvm::cl::Hidden, llvm::cl::init(-1),
     llvm::cl::desc("Blocks per SM ptxas must leave room for (-1: the "
@@ -43,13 +48,29 @@ std::vector<abi::Param> KernelPlan::getParams() const {
 /// so big tokens loop over their chunks instead. A dynamic kernel's
 /// iteration takes `lanesPerGroup` threads (256 is a multiple of any lane
 /// count, so a group's lanes are never split).
+///
+/// A block is then grown to whole warps where up to 512 threads allow it:
+/// the SM schedules warps, so a block of 72 threads (an MLA token of 576
+/// bf16) holds three warps' registers and slots for 72 threads' work, and
+/// the SM's 64 warps then hold 21 tokens' worth of loads instead of 28.
+/// Measured: docs/PERFORMANCE.md, tuning step 9.
 static void chooseLaunch(KernelPlan &plan) {
   constexpr int64_t kMaxThreadsPerToken = 256;
   constexpr int64_t kMinThreadsPerBlock = 128;
+  constexpr int64_t kWarp = 32;
+  constexpr int64_t kMaxThreadsPerBlock = 512;
   plan.threadsX = std::min(plan.getIterationsPerToken() * plan.lanesPerGroup,
                            kMaxThreadsPerToken);
   plan.tokensPerBlock =
       std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
+  if (!clWholeWarps || plan.threadsX * plan.tokensPerBlock % kWarp == 0)
+    return;
+  // The fewest tokens that fill whole warps: a multiple of
+  // 32 / gcd(threadsX, 32), at least the 128-thread rule's count.
+  int64_t step = kWarp / std::gcd(plan.threadsX, kWarp);
+  int64_t tokens = (plan.tokensPerBlock + step - 1) / step * step;
+  if (plan.threadsX * tokens <= kMaxThreadsPerBlock)
+    plan.tokensPerBlock = tokens;
 }
 
 /// Full occupancy for the quantized appends that fit it: the vector variant
@@ -156,9 +177,16 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     constexpr int64_t kWarp = 32;
     int64_t g = base.chunksPerGroup;
     base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
-  } else if (base.kind != KernelKind::Gather && clChunksPerThread > 0 &&
-             base.chunksPerToken % clChunksPerThread == 0) {
-    base.chunksPerThread = clChunksPerThread;
+  } else if (base.kind != KernelKind::Gather && clChunksPerThread > 0) {
+    if (base.chunksPerToken % clChunksPerThread == 0)
+      base.chunksPerThread = clChunksPerThread;
+  } else if (base.writesLatent() && !quant && base.chunksPerToken % 2 == 0) {
+    // A latent entry has no V: a thread of one chunk keeps one 16-byte load
+    // in flight where a K/V append keeps two. Two chunks a thread restore
+    // the two (MLA 512 + 64 bf16 prefill at 65536 tokens: 81% to 87% of the
+    // copy ceiling). Quantized, the second chunk's divisions lengthen decode
+    // more than prefill gains (docs/PERFORMANCE.md, tuning step 10).
+    base.chunksPerThread = 2;
   }
   chooseLaunch(base);
 
