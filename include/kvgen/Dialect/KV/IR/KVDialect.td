@@ -25,8 +25,21 @@ def KV_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
-  // `kv.launch` on a function must be a #kv.launch.
+  // `kv.launch` on a function must be a #kv.launch; `kv.name` belongs on a
+  // parameter, not on an operation.
   let hasOperationAttrVerify = 1;
+  // `kv.name` on a kernel parameter must name a parameter of the kernel ABI
+  // (include/kvgen/ABI/Params.def), so that hand-written loop nests use the
+  // names kvrt packs.
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The parameter attribute that names a kernel parameter by its ABI name
+    /// (`{kv.name = "key"}`), written by kv-to-loops and kept through every
+    /// lowering down to the bundle.
+    static constexpr ::llvm::StringLiteral getParamNameAttrName() {
+      return ::llvm::StringLiteral("kv.name");
+    }
+  }];
 }
 
 class KV_Op<string mnemonic, list<Trait> traits = []>
