@@ -53,3 +53,11 @@ func.func @case(%k: memref<?xf32> {kv.name = "Key"}) {
 func.func @on_op() attributes {kv.name = "key"} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'kv.name' of result 0 names a kernel parameter: it belongs on a function argument, not on a result}}
+func.func @on_result() -> (i64 {kv.name = "num_tokens"}) {
+  %c0 = arith.constant 0 : i64
+  return %c0 : i64
+}

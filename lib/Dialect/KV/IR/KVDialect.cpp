@@ -210,6 +210,18 @@ LogicalResult KVDialect::verifyRegionArgAttribute(Operation *op,
                          << known;
 }
 
+LogicalResult KVDialect::verifyRegionResultAttribute(Operation *op,
+                                                     unsigned /*regionIndex*/,
+                                                     unsigned resultIndex,
+                                                     NamedAttribute attr) {
+  if (attr.getName() == getParamNameAttrName())
+    return op->emitError() << "'" << getParamNameAttrName() << "' of result "
+                           << resultIndex
+                           << " names a kernel parameter: it belongs on a "
+                              "function argument, not on a result";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // CacheType
 //===----------------------------------------------------------------------===//

@@ -32,6 +32,8 @@ def KV_Dialect : Dialect {
   // (include/kvgen/ABI/Params.def), so that hand-written loop nests use the
   // names kvrt packs.
   let hasRegionArgAttrVerify = 1;
+  // ... and not on a function result, where no pass would look for it.
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// The parameter attribute that names a kernel parameter by its ABI name
     /// (`{kv.name = "key"}`), written by kv-to-loops and kept through every
