@@ -24,10 +24,10 @@ def KV_Dialect : Dialect {
     below that level the host and GPU targets share one loop nest.
 
     Each kernel function `kv-to-loops` makes carries two dialect attributes
-    down to the bundle: `kv.launch` (a `#kv.launch`, its launch geometry) and,
-    on each argument, `kv.name`, the parameter's ABI name
-    (`include/kvgen/ABI/Params.def`). The dialect verifies both wherever they
-    appear.
+    through the lowering: `kv.launch` (a `#kv.launch`, its launch geometry)
+    and, on each argument, `kv.name`, the parameter's ABI name
+    (`include/kvgen/ABI/Params.def`). The dialect verifies both wherever
+    they appear.
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
