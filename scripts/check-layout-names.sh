@@ -25,7 +25,7 @@ patterns=()
 for name in $names; do
   case $name in
   *_*) patterns+=(-e "$name") ;;
-  *) patterns+=(-e "[\"'\`]$name[\"'\`]" -e "layout *= *$name\\b" -e "[A-Za-z0-9]_$name\\b") ;;
+  *) patterns+=(-e "[\"'\`]${name}[\"'\`]" -e "layout *= *$name\\b" -e "[A-Za-z0-9]_$name\\b") ;;
   esac
 done
 hits=$(git grep -n -E "${patterns[@]}" -- . \
@@ -37,4 +37,4 @@ if [ -n "$hits" ]; then
   echo "$hits"
   exit 1
 fi
-echo "check-layout-names.sh: no layout names outside the vocabulary ($(echo $names | wc -w) layouts)"
+echo "check-layout-names.sh: no layout names outside the vocabulary ($(echo "$names" | wc -w) layouts)"
