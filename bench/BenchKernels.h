@@ -58,10 +58,11 @@ struct ReferenceAppendParams {
   uint16_t *keyCache = nullptr;
   uint16_t *valueCache = nullptr;
   int64_t numTokens = 0;
-  /// Blocks of the cache (contiguous: batch); a slot past them writes nothing.
+  /// Blocks of the cache (a Batch-axis layout: its batch); a slot past them
+  /// writes nothing.
   int64_t numBlocks = 0;
   int64_t numHeads = 0;
-  /// log2 of the slots per block (contiguous: of max_seq_len).
+  /// log2 of the slots per block (a Batch-axis layout: of max_seq_len).
   int log2BlockSize = 0;
   /// log2 of the 16-byte chunks per head (head_dim / 8).
   int log2ChunksPerHead = 0;

@@ -14,10 +14,13 @@ void readKOnly(const json &entry, const json &cache, Description &d) {
   l.ropeDim = latent.at("rope_dim").get<int64_t>();
   if (l.kvLoraRank <= 0 || l.ropeDim <= 0 ||
       l.kvLoraRank + l.ropeDim != d.headDim || d.numHeads != 1 ||
-      d.layout != abi::Layout::PagedNHD)
-    fatal(format("a latent cache is one paged_nhd head of kv_lora_rank + "
+      !abi::layoutInfo(d.layout).tokenMajor())
+    fatal(format("a latent cache is one %s head of kv_lora_rank + "
                  "rope_dim elements; this one has kv_lora_rank %lld, rope_dim "
                  "%lld, %lld heads x %lld, layout %s: %s",
+                 abi::layoutNamesWhere([](const abi::LayoutInfo &info) {
+                   return info.tokenMajor();
+                 }).c_str(),
                  (long long)l.kvLoraRank, (long long)l.ropeDim,
                  (long long)d.numHeads, (long long)d.headDim,
                  abi::layoutName(d.layout), entry.dump().c_str()));

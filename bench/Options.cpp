@@ -28,8 +28,9 @@ void printUsage() {
       "                  (bench/targets.json; default: that file beside the\n"
       "                  binary's build tree, if there is one)\n"
       "  --quick         fewer repetitions: a smoke test, not a measurement\n"
-      "  OUT_DIR         where the JSON, CSV and table go (default $OUT,\n"
-      "                  else ./kvbench-out)\n",
+      "  OUT_DIR         where the JSON, CSV and table go (default: the\n"
+      "                  directory in the environment variable OUT if it is\n"
+      "                  set and not empty, else ./kvbench-out)\n",
       kExitNoSuchKernel);
 }
 

@@ -52,10 +52,10 @@ SizeCase makePrefill(const CacheGeometry &g, int64_t tokens,
                      std::vector<int64_t> &blockPool, std::mt19937_64 &rng);
 
 /// The correctness case: a run of 20 positions across block boundaries
-/// (contiguous: the last 20 positions of a row), 17 decode-like tokens, and
-/// three tokens that must write nothing (slot -1, a slot past the cache, a
-/// large negative slot), at positions that break every tile of the
-/// reference (37 tokens).
+/// (a Batch-axis layout: the last 20 positions of a row), 17 decode-like
+/// tokens, and three tokens that must write nothing (slot -1, a slot past
+/// the cache, a large negative slot), at positions that break every tile of
+/// the reference (37 tokens).
 SizeCase makeCheckCase(const CacheGeometry &g, std::vector<int64_t> &pool,
                        std::mt19937_64 &rng);
 

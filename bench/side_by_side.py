@@ -181,7 +181,7 @@ def reference_checkable(desc):
     against a torch reference instead: int8 per (token, head) with dynamic
     scales, from bf16, into a paged NHD cache."""
     quant = desc["quant"]
-    return (desc["layout"] == "paged_nhd" and desc["source_dtype"] == "bf16"
+    return (desc["layout"] == PEER_LAYOUT and desc["source_dtype"] == "bf16"
             and quant is not None and quant.get("kind") == "int8" and
             quant.get("granularity") == "per_token_head" and
             quant.get("mode") == "dynamic" and not quant.get("reciprocal"))

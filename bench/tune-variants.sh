@@ -14,13 +14,15 @@
 # Runs where kvgen runs (the build machine); the GPU machine needs only DEST.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-kernels.sh
+. scripts/bench-kernels.sh
 build=${1:-${KVGEN_BUILD_DIR:-build}}
 dst=${2:-$build/gpu-stage/tune}
 kvgen=$build/bin/kvgen
 mkdir -p "$dst"
 : > "$dst/variants.txt"
 
-shape=(--layout=paged_nhd --block-size=16 --num-kv-heads=8 --head-dim=128
+shape=(--layout="$(bench_headline_layout)" --block-size=16 --num-kv-heads=8 --head-dim=128
   --dtype=bf16 --kernels=append)
 declare -A quant=(
   [bf16]=""

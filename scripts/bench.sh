@@ -11,17 +11,20 @@
 # (default ./bench-out).
 #
 # What runs, most important first, each only while the budget lasts (a run
-# that would start with less than 30 s left is reported as skipped):
-#   1. kvbench on bench_paged_nhd (bf16, paged NHD, 8 x 128, block 16);
-#   2. side_by_side.py: the same kernel (and the fp8 one, if built) beside the
-#      peer's Triton append in one process, if --peer (or $KVBENCH_PEER)
-#      names the peer's file;
-#   3. kvbench on the quantized rows (bench-quant.bundle.json), on block
-#      512 against 528 (bench.bundle.json, bench-shapes.bundle.json) and on
-#      the MLA latent rows, bf16 and fp8 (bench-mla.bundle.json): a bundle
-#      or kernel that is not there is skipped, saying which CMake option
-#      builds it;
-#   4. kvbench on the other layouts.
+# that would start with less than 30 s left is reported as skipped). The
+# kernels are those bench/*.mlir define, in their order
+# (scripts/bench-kernels.sh); the headline kernel is bench/bench.mlir's first
+# (bf16, paged NHD, 8 x 128, block 16):
+#   1. kvbench on the headline kernel;
+#   2. side_by_side.py: the same kernel (and bench-quant.mlir's first, fp8,
+#      if built) beside the peer's Triton append in one process, if --peer
+#      (or $KVBENCH_PEER) names the peer's file;
+#   3. kvbench on the quantized rows (bench-quant.mlir), on the headline
+#      kernel's other shapes in bench.mlir (named after it: block 512), on
+#      bench-shapes.mlir's (block 528) and on the MLA latent rows, bf16 and
+#      fp8 (bench-mla.mlir): a bundle or kernel that is not there is
+#      skipped, saying which CMake option builds it;
+#   4. kvbench on bench.mlir's other kernels: the other layouts.
 # Without any bundle it times the hand-written reference and the ceilings
 # only. The tables are printed last, the most important at the very end
 # (where a reader of a long log looks first), and kept in OUT_DIR/summary.txt.
@@ -36,6 +39,8 @@
 #   KVBENCH_RUN_TIMEOUT  seconds one run may take (default 240)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=scripts/bench-kernels.sh
+. scripts/bench-kernels.sh
 
 usage() {
   sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -197,10 +202,10 @@ run_side_by_side() {
     skipped+=("side_by_side (out of time)")
     return
   fi
-  local args=(--peer "$peer" --bundle "$main_bundle" --kernel bench_paged_nhd
+  local args=(--peer "$peer" --bundle "$main_bundle" --kernel "$headline"
               --out "$out")
   if [ -f "$quant_bundle" ]; then
-    args+=(--bundle "$quant_bundle" --kernel bench_paged_nhd_fp8)
+    args+=(--bundle "$quant_bundle" --kernel "$(bench_kernels bench-quant | head -n 1)")
   fi
   echo "== side_by_side (limit ${limit}s): ${args[*]}"
   local t0
@@ -218,6 +223,7 @@ run_side_by_side() {
   fi
 }
 
+headline=$(bench_headline_kernel)
 quant_how="configure with -DKVBENCH_QUANT_ROWS=ON (a kvgen that lowers quantized caches)"
 shapes_how="configure with -DKVBENCH_SHAPE_ROWS=ON (a kvgen that takes any block size)"
 mla_how="configure with -DKVBENCH_MLA_ROWS=ON (a kvgen that has kv.mla_append)"
@@ -226,22 +232,29 @@ if [ -n "${KVBENCH_KERNELS:-}" ]; then
     run_kernel "$main_bundle" "$k" "build the bench bundle"
   done
 elif [ -f "$main_bundle" ]; then
-  run_kernel "$main_bundle" bench_paged_nhd "build the bench bundle"
+  run_kernel "$main_bundle" "$headline" "build the bench bundle"
   run_side_by_side
-  run_kernel "$quant_bundle" bench_paged_nhd_fp8 "$quant_how"
-  run_kernel "$quant_bundle" bench_paged_nhd_int8_dyn "$quant_how"
-  run_kernel "$main_bundle" bench_paged_nhd_bs512 "build the bench bundle"
-  run_kernel "$shapes_bundle" bench_paged_nhd_bs528 "$shapes_how"
-  run_kernel "$mla_bundle" bench_mla "$mla_how"
-  run_kernel "$mla_bundle" bench_mla_fp8 "$mla_how"
-  for k in bench_paged_hnd bench_contiguous bench_vllm_vectorized bench_dual_stacked; do
+  for k in $(bench_kernels bench-quant); do
+    run_kernel "$quant_bundle" "$k" "$quant_how"
+  done
+  for k in $(bench_kernels bench | grep -x -- "${headline}_.*"); do
+    run_kernel "$main_bundle" "$k" "build the bench bundle"
+  done
+  for k in $(bench_kernels bench-shapes); do
+    run_kernel "$shapes_bundle" "$k" "$shapes_how"
+  done
+  for k in $(bench_kernels bench-mla); do
+    run_kernel "$mla_bundle" "$k" "$mla_how"
+  done
+  for k in $(bench_kernels bench | grep -vx -e "$headline" -e "${headline}_.*"); do
     run_kernel "$main_bundle" "$k" "build the bench bundle"
   done
 else
   echo "bench.sh: NO BUNDLE at $main_bundle: timing the hand-written reference" \
        "and the ceilings only (no generated kernel)"
-  # paged_nhd first: the layout the targets are set for.
-  for l in paged_nhd $("$kvbench" --list-layouts | grep -vx paged_nhd); do
+  # The headline kernel's layout first: the layout the targets are set for.
+  layout=$(bench_headline_layout)
+  for l in "$layout" $("$kvbench" --list-layouts | grep -vx -- "$layout"); do
     run_kvbench "reference_$l" --layout "$l"
   done
 fi

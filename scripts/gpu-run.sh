@@ -78,7 +78,9 @@ tar -C "$logs" -czf "$out/$what-logs.tar.gz" .
 for f in summary.txt device.txt; do
   if [ -f "$logs/$f" ]; then cp "$logs/$f" "$out/$what-$f"; fi
 done
-for f in kvbench-summary.png kvbench-bench_paged_nhd.png; do
+# shellcheck source=scripts/bench-kernels.sh
+. scripts/bench-kernels.sh
+for f in kvbench-summary.png "kvbench-$(bench_headline_kernel).png"; do
   found=$(find "$logs" -maxdepth 2 -name "$f" | head -n 1)
   if [ -n "$found" ]; then cp "$found" "$out/"; fi
 done

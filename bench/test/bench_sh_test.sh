@@ -65,6 +65,9 @@ expect "no peer: the side-by-side run is skipped" \
 expect "the first table comes last with its targets" \
   test "$(grep -n '=== kvbench' "$work/new.txt" | tail -n 1 | cut -d: -f2-)" = "=== kvbench bench_paged_nhd"
 expect "the summary is kept" test -s "$work/out/summary.txt"
+expect "the kernels run are those bench/bench.mlir defines, none named in the script" \
+  test "$(grep -o -- "--bundle $bundle --kernel [^ ]*" "$work/log" | awk '{print $4}' | sort | tr '\n' ' ')" \
+  = "$(grep -oE '^\s*kv\.[a-z_]+ @[A-Za-z0-9_]+' bench/bench.mlir | sed 's/.*@//' | sort | tr '\n' ' ')"
 
 # The older form: one bundle file, the build from KVGEN_BUILD_DIR, OUT_DIR.
 : > "$work/log"

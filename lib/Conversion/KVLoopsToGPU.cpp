@@ -206,8 +206,9 @@ static LogicalResult mapToKernel(func::FuncOp func,
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     builder.getI32IntegerAttr(int32_t(minBlocks.getInt())));
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    if (Attribute name = func.getArgAttr(i, "kv.name"))
-      kernel.setArgAttr(i, "kv.name", name);
+    if (Attribute name =
+            func.getArgAttr(i, kv::KVDialect::getParamNameAttrName()))
+      kernel.setArgAttr(i, kv::KVDialect::getParamNameAttrName(), name);
 
   IRMapping map;
   map.map(func.getArguments(), kernel.getArguments());
@@ -285,7 +286,8 @@ struct KVLoopsToGPUPass
     for (auto func : module.getOps<func::FuncOp>()) {
       bool named = false;
       for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-        named |= static_cast<bool>(func.getArgAttr(i, "kv.name"));
+        named |= static_cast<bool>(
+            func.getArgAttr(i, kv::KVDialect::getParamNameAttrName()));
       if (func->hasAttr(kLaunchAttrName) || named)
         funcs.push_back(func);
     }

@@ -344,7 +344,8 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
     func->setAttr(kMinBlocksPerSMAttrName,
                   builder.getI64IntegerAttr(plan.minBlocksPerSM));
   for (auto [i, param] : llvm::enumerate(params))
-    func.setArgAttr(i, "kv.name", builder.getStringAttr(abi::paramName(param)));
+    func.setArgAttr(i, kv::KVDialect::getParamNameAttrName(),
+                    builder.getStringAttr(abi::paramName(param)));
 
   Block *entry = func.addEntryBlock();
   ImplicitLocOpBuilder b(loc, builder);

@@ -74,8 +74,8 @@ static void chooseLaunch(KernelPlan &plan) {
 }
 
 /// Full occupancy for the quantized appends that fit it: the vector variant
-/// of a paged or contiguous append (not vllm_vectorized, whose value cache
-/// takes element stores) with one token a block and one chunk (or group) a
+/// of an append whose cache sides are both chunk contiguous (a side that is
+/// not takes element stores) with one token a block and one chunk (or group) a
 /// thread, quantized with one scale a token (static per_tensor or per_token)
 /// or a dynamic per_token_head scale. Their IEEE divisions (16 a chunk pair)
 /// take such a kernel a few registers past 32, which at 128 threads a block
@@ -90,7 +90,8 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
   kv::QuantAttr quant = plan.cache.getQuant();
   if (plan.kind != KernelKind::Append ||
       plan.variant != KernelVariant::Vector || !quant ||
-      plan.cache.getLayout() == kv::LayoutKind::VllmVectorized ||
+      !plan.cache.getLayoutInfo().chunkContiguous(/*isValue=*/false) ||
+      !plan.cache.getLayoutInfo().chunkContiguous(/*isValue=*/true) ||
       plan.tokensPerBlock != 1 || plan.chunksPerThread != 1 ||
       plan.getIterationsPerToken() * plan.lanesPerGroup != plan.threadsX)
     return 0;

@@ -12,6 +12,8 @@
 #include "kvgen/Pipeline/Bundle.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
+#include "RunTool.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -22,8 +24,6 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -133,41 +133,28 @@ static FailureOr<std::string> linkSharedObject(StringRef object,
             "one (Debian: gcc) or set CC";
     return failure();
   }
-  SmallString<128> objPath, soPath, logPath;
-  int fd;
-  if (llvm::sys::fs::createTemporaryFile("kvgen-host", "o", fd, objPath)) {
+  ToolRun run = runTool(
+      linker, object, "kvgen-host", "o", "so",
+      [&](StringRef objPath, StringRef soPath) -> SmallVector<std::string> {
+        return {linker, "-shared",    "-Wl,-z,noexecstack",
+                "-o",   soPath.str(), objPath.str()};
+      });
+  switch (run.status) {
+  case ToolRun::NoTemporaryFile:
     error = "cannot create a temporary file for the object";
     return failure();
-  }
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << object;
-  }
-  llvm::sys::fs::createTemporaryFile("kvgen-host", "so", soPath);
-  llvm::sys::fs::createTemporaryFile("kvgen-host", "log", logPath);
-  SmallVector<StringRef> argv = {linker, "-shared", "-Wl,-z,noexecstack",
-                                 "-o",   soPath,    objPath};
-  std::optional<StringRef> redirects[] = {std::nullopt, logPath, logPath};
-  std::string execError;
-  int rc = llvm::sys::ExecuteAndWait(linker, argv, std::nullopt, redirects,
-                                     /*SecondsToWait=*/0, /*MemoryLimit=*/0,
-                                     &execError);
-  FailureOr<std::string> result = failure();
-  if (rc != 0) {
-    std::string log;
-    if (auto buf = llvm::MemoryBuffer::getFile(logPath))
-      log = (*buf)->getBuffer().str();
+  case ToolRun::Failed:
     error = "linking the host kernels with '" + linker + "' failed" +
-            (execError.empty() ? "" : " (" + execError + ")") + ":\n" + log;
-  } else if (auto buf = llvm::MemoryBuffer::getFile(soPath, /*IsText=*/false)) {
-    result = (*buf)->getBuffer().str();
-  } else {
+            (run.execError.empty() ? "" : " (" + run.execError + ")") + ":\n" +
+            run.log;
+    return failure();
+  case ToolRun::NoOutput:
     error = "cannot read the linked shared object";
+    return failure();
+  case ToolRun::Succeeded:
+    break;
   }
-  for (StringRef f :
-       {StringRef(objPath), StringRef(soPath), StringRef(logPath)})
-    llvm::sys::fs::remove(f);
-  return result;
+  return run.output;
 }
 
 FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,

@@ -2,20 +2,20 @@
 //
 // The NVVM target attribute's serializer (the LLVM NVPTX back end) writes the
 // PTX; ptxas, found in the CUDA toolkit or on PATH, assembles it for one chip.
-// ptxas runs as a child process on temporary files, so its failures come back
-// as a log with the command that reproduces them, never as a crash.
+// ptxas runs as a child process on temporary files (runTool), so its failures
+// come back as a log with the command that reproduces them, never as a crash.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kvgen/Pipeline/PTX.h"
 
+#include "RunTool.h"
+
 #include "mlir/Dialect/GPU/IR/CompilationInterfaces.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
-#include "llvm/ADT/SmallString.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -78,43 +78,31 @@ FailureOr<std::string> kvgen::runPtxas(StringRef ptx, StringRef chip,
     return failure();
   }
 
-  SmallString<128> in, out, err;
-  int fd;
-  if (llvm::sys::fs::createTemporaryFile("kvgen", "ptx", fd, in)) {
+  std::string archFlag = ("-arch=" + chip).str();
+  ToolRun run = runTool(
+      ptxas, ptx, "kvgen", "ptx", "cubin",
+      [&](StringRef in, StringRef out) -> SmallVector<std::string> {
+        return {ptxas, archFlag, "-v", "-o", out.str(), in.str()};
+      },
+      /*keepInputOnFailure=*/true);
+  switch (run.status) {
+  case ToolRun::NoTemporaryFile:
     log = "cannot create a temporary file for ptxas";
     return failure();
-  }
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << ptx;
-  }
-  llvm::sys::fs::createTemporaryFile("kvgen", "cubin", out);
-  llvm::sys::fs::createTemporaryFile("kvgen", "log", err);
-  std::string archFlag = ("-arch=" + chip).str();
-  SmallVector<StringRef> argv = {ptxas, archFlag, "-v", "-o", out, in};
-  std::optional<StringRef> redirects[] = {std::nullopt, err, err};
-  std::string execError;
-  int rc = llvm::sys::ExecuteAndWait(ptxas, argv, std::nullopt, redirects, 0, 0,
-                                     &execError);
-  std::string ptxasLog;
-  if (auto buf = llvm::MemoryBuffer::getFile(err))
-    ptxasLog = (*buf)->getBuffer().str();
-  FailureOr<std::string> result = failure();
-  if (rc != 0) {
-    log = "ptxas failed (" + execError + "):\n" + ptxasLog +
+  case ToolRun::Failed:
+    log = "ptxas failed (" + run.execError + "):\n" + run.log +
           "\nreproduce with: " + ptxas + " " + archFlag + " -v " +
-          in.str().str();
-    llvm::sys::fs::remove(out);
-    llvm::sys::fs::remove(err);
+          run.inputPath;
     return failure();
+  case ToolRun::NoOutput:
+  case ToolRun::Succeeded:
+    break;
   }
   if (verboseLog)
-    *verboseLog = ptxasLog;
-  if (auto buf = llvm::MemoryBuffer::getFile(out, /*IsText=*/false))
-    result = (*buf)->getBuffer().str();
-  else
+    *verboseLog = run.log;
+  if (run.status == ToolRun::NoOutput) {
     log = "cannot read ptxas's output";
-  for (StringRef f : {StringRef(in), StringRef(out), StringRef(err)})
-    llvm::sys::fs::remove(f);
-  return result;
+    return failure();
+  }
+  return run.output;
 }

@@ -14,7 +14,7 @@
 //
 // A remembered plan's views keep the DLTensor pointers of the call that
 // planned it; after planning they are only compared with each other (the K
-// and V views of one dual_stacked cache), never read.
+// and V views of one stacked cache), never read.
 //
 //===----------------------------------------------------------------------===//
 

@@ -16,7 +16,7 @@
 // CHECK: scf.for %[[C:.*]] = %[[TX]] to %c6{{.*}} step %c2
 // CHECK: memref.store %{{.*}}, %arg0[%[[C]]]
 // CHECK: gpu.return
-func.func @copy(%out: memref<?xf32> {kv.name = "out"},
+func.func @copy(%out: memref<?xf32> {kv.name = "key_cache"},
                 %n: i64 {kv.name = "num_tokens"})
     attributes {kv.launch = #kv.launch<threads_x = 2, tokens_per_block = 4,
                                        chunks_per_token = 6>} {

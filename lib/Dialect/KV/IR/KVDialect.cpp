@@ -171,6 +171,54 @@ LogicalResult KVDialect::verifyOperationAttribute(Operation *op,
                               "..., tokens_per_block = ..., chunks_per_token "
                               "= ...>, got "
                            << attr.getValue();
+  // A misplaced kv.name would be dropped silently by every pass that reads
+  // it from the parameters.
+  if (attr.getName() == getParamNameAttrName())
+    return op->emitError() << "'" << getParamNameAttrName()
+                           << "' names a kernel parameter: it belongs on a "
+                              "function argument, not on an operation";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// kv.name
+//===----------------------------------------------------------------------===//
+
+LogicalResult KVDialect::verifyRegionArgAttribute(Operation *op,
+                                                  unsigned /*regionIndex*/,
+                                                  unsigned argIndex,
+                                                  NamedAttribute attr) {
+  if (attr.getName() != getParamNameAttrName())
+    return success();
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name)
+    return op->emitError() << "'" << getParamNameAttrName() << "' of argument "
+                           << argIndex
+                           << " must be a string naming a kernel parameter, "
+                              "got "
+                           << attr.getValue();
+  for (const kvgen::abi::ParamInfo &param : kvgen::abi::kParams)
+    if (name.getValue() == param.name)
+      return success();
+  std::string known;
+  for (const kvgen::abi::ParamInfo &param : kvgen::abi::kParams)
+    known += (known.empty() ? "" : ", ") + std::string(param.name);
+  return op->emitError() << "'" << getParamNameAttrName() << "' of argument "
+                         << argIndex << ": '" << name.getValue()
+                         << "' is not a parameter of the kernel ABI; expected "
+                            "one of "
+                         << known;
+}
+
+LogicalResult KVDialect::verifyRegionResultAttribute(Operation *op,
+                                                     unsigned /*regionIndex*/,
+                                                     unsigned resultIndex,
+                                                     NamedAttribute attr) {
+  if (attr.getName() == getParamNameAttrName())
+    return op->emitError() << "'" << getParamNameAttrName() << "' of result "
+                           << resultIndex
+                           << " names a kernel parameter: it belongs on a "
+                              "function argument, not on a result";
   return success();
 }
 

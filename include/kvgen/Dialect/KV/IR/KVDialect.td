@@ -22,11 +22,32 @@ def KV_Dialect : Dialect {
     `!kv.cache` type that says what the cache looks like. Everything that is
     layout- or quantization-specific is decided here and in `kv-to-loops`;
     below that level the host and GPU targets share one loop nest.
+
+    Each kernel function `kv-to-loops` makes carries two dialect attributes
+    through the lowering: `kv.launch` (a `#kv.launch`, its launch geometry)
+    and, on each argument, `kv.name`, the parameter's ABI name
+    (`include/kvgen/ABI/Params.def`). The dialect verifies both wherever
+    they appear.
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
-  // `kv.launch` on a function must be a #kv.launch.
+  // `kv.launch` on a function must be a #kv.launch; `kv.name` belongs on a
+  // parameter, not on an operation.
   let hasOperationAttrVerify = 1;
+  // `kv.name` on a kernel parameter must name a parameter of the kernel ABI
+  // (include/kvgen/ABI/Params.def), so that hand-written loop nests use the
+  // names kvrt packs.
+  let hasRegionArgAttrVerify = 1;
+  // ... and not on a function result, where no pass would look for it.
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The parameter attribute that names a kernel parameter by its ABI name
+    /// (`{kv.name = "key"}`), written by kv-to-loops and kept through every
+    /// lowering down to the bundle.
+    static constexpr ::llvm::StringLiteral getParamNameAttrName() {
+      return ::llvm::StringLiteral("kv.name");
+    }
+  }];
 }
 
 class KV_Op<string mnemonic, list<Trait> traits = []>
