@@ -65,7 +65,7 @@ asan() {
   # exists only where the CUDA toolkit is).
   local targets=() t
   for t in kvrt kvrt_api_test kvrt_internal_test kvrt_cuda_abi_test \
-           kvgen-unittests kvgen-host-suite; do
+           kvrt_launch_path_bench kvgen-unittests kvgen-host-suite; do
     ninja -C "$dir" -t query "$t" >/dev/null 2>&1 && targets+=("$t")
   done
   echo "setup: sanitizer targets: ${targets[*]}"
