@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DLTensors.h"
 #include "Launchables.h"
 #include "MlaAppend.h"
 
@@ -13,27 +14,6 @@
 #include <dlpack/dlpack.h>
 
 namespace kvbench {
-
-DLDataType dlpackDtype(abi::DType dtype) {
-  switch (dtype) {
-  case abi::DType::BF16:
-    return DLDataType{kDLBfloat, 16, 1};
-  case abi::DType::F16:
-    return DLDataType{kDLFloat, 16, 1};
-  case abi::DType::F32:
-    return DLDataType{kDLFloat, 32, 1};
-  case abi::DType::F8E4M3:
-  case abi::DType::F8E5M2:
-    return DLDataType{kDLUInt, 8, 1};
-  case abi::DType::I8:
-    return DLDataType{kDLInt, 8, 1};
-  case abi::DType::I32:
-    return DLDataType{kDLInt, 32, 1};
-  case abi::DType::I64:
-    return DLDataType{kDLInt, 64, 1};
-  }
-  fatal(std::string("no DLPack dtype for ") + abi::dtypeName(dtype));
-}
 
 namespace {
 
@@ -74,15 +54,7 @@ public:
 private:
   DLTensor tensor(const void *data, DLDataType dtype,
                   std::vector<int64_t> &shape) const {
-    DLTensor t{};
-    t.data = const_cast<void *>(data);
-    t.device = DLDevice{kDLCUDA, int32_t(device)};
-    t.ndim = int32_t(shape.size());
-    t.dtype = dtype;
-    t.shape = shape.data();
-    t.strides = nullptr; // compact row-major, as DLPack defines NULL
-    t.byte_offset = 0;
-    return t;
+    return deviceTensor(data, device, dtype, shape);
   }
 
   /// The static scale tensor's shape for `tokens` tokens (KERNEL-ABI.md).

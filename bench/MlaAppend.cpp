@@ -10,6 +10,8 @@
 
 #include "MlaAppend.h"
 
+#include "DLTensors.h"
+
 namespace kvbench {
 namespace {
 
@@ -42,15 +44,7 @@ public:
 private:
   DLTensor tensor(const void *data, DLDataType dtype,
                   std::vector<int64_t> &shape, int64_t *strides) const {
-    DLTensor t{};
-    t.data = const_cast<void *>(data);
-    t.device = DLDevice{kDLCUDA, int32_t(device)};
-    t.ndim = int32_t(shape.size());
-    t.dtype = dtype;
-    t.shape = shape.data();
-    t.strides = strides; // NULL: compact row-major
-    t.byte_offset = 0;
-    return t;
+    return deviceTensor(data, device, dtype, shape, strides);
   }
 
   kvrt_bundle *bundle;

@@ -17,10 +17,6 @@
 
 namespace kvbench {
 
-/// The DLPack type of a cache or source dtype; fp8 caches go as uint8, which
-/// kvrt accepts beside DLPack's float8 codes (GeneratedAppend.cpp).
-DLDataType dlpackDtype(abi::DType dtype);
-
 /// The generated mla_append `kvrtName` of `bundle` over the buffers of
 /// `state` (a latent geometry: Latent.h).
 std::unique_ptr<Launchable> makeMlaAppend(kvrt_bundle *bundle,
