@@ -149,6 +149,13 @@ def describe(obj, name, keep):
 _numpy_codes = {}
 
 
+
+def describe_all(objs, names, keep):
+    """The Descs of `objs` (None for a None), named by `names`, as a list;
+    what must outlive the launch goes in `keep`."""
+    return [None if o is None else describe(o, n, keep)
+            for o, n in zip(objs, names)]
+
 def _numpy_code(dt, name):
     """(code, bits) of a NumPy dtype; memoized (dtype.name is slow)."""
     code = _numpy_codes.get(dt)

@@ -314,8 +314,7 @@ class Bundle:
         keep = []
         objs = (kv_c, k_pe, slot_mapping, key_cache, key_scale)
         names = ("kv_c", "k_pe", "slot_mapping", "key_cache", "key_scale")
-        descs = [None if o is None else _dlpack.describe(o, n, keep)
-                 for o, n in zip(objs, names)]
+        descs = _dlpack.describe_all(objs, names, keep)
         self._mla_append(kernel, descs, _variant(variant),
                          _stream_of(stream, kv_c, descs[0]))
 
@@ -333,8 +332,7 @@ class Bundle:
                 key_cache, key_scale)
         names = ("kv_c", "k_pe", "block_table", "query_start_loc",
                  "context_lens", "key_cache", "key_scale")
-        descs = [None if o is None else _dlpack.describe(o, n, keep)
-                 for o, n in zip(objs, names)]
+        descs = _dlpack.describe_all(objs, names, keep)
         a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
         _MLA_FUSED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
                                   *a[:6], _variant(variant), a[6])
@@ -353,8 +351,7 @@ class Bundle:
         names = ("key", "value", "slot_mapping", "key_cache", "value_cache",
                  "key_scale", "value_scale", "key_scale_cache",
                  "value_scale_cache")
-        descs = tuple(None if o is None else _dlpack.describe(o, n, keep)
-                      for o, n in zip(objs, names))
+        descs = tuple(_dlpack.describe_all(objs, names, keep))
         self._append(kernel, descs, _variant(variant),
                      _stream_of(stream, key, descs[0]))
 
@@ -370,8 +367,7 @@ class Bundle:
         names = ("key", "value", "block_table", "query_start_loc",
                  "context_lens", "key_cache", "value_cache", "key_scale",
                  "value_scale", "key_scale_cache", "value_scale_cache")
-        descs = [None if o is None else _dlpack.describe(o, n, keep)
-                 for o, n in zip(objs, names)]
+        descs = _dlpack.describe_all(objs, names, keep)
         self._fused_append(kernel, descs, _variant(variant),
                            _stream_of(stream, key, descs[0]))
 
@@ -404,8 +400,7 @@ class Bundle:
         names = ("key_cache", "value_cache", "slot_mapping", "key_out",
                  "value_out", "key_scale", "value_scale", "key_scale_cache",
                  "value_scale_cache")
-        descs = [None if o is None else _dlpack.describe(o, n, keep)
-                 for o, n in zip(objs, names)]
+        descs = _dlpack.describe_all(objs, names, keep)
         a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
         _GATHER_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
                                *a[:5], _variant(variant), *a[5:])

@@ -159,23 +159,8 @@ def _flash_plan(key, k, kc, vc, kv_cache_dtype):
     if source not in _UNQUANTIZED:
         raise _bad("key: dtype %s; expected float32, float16 or bfloat16",
                    source)
-    cache = _dlpack.dtype_name(kc)
-    quant = None
-    if kv_cache_dtype == "auto":
-        if cache not in _UNQUANTIZED:
-            raise _bad("key_cache: dtype %s with kv_cache_dtype 'auto'; an "
-                       "fp8 cache needs kv_cache_dtype 'fp8', 'fp8_e4m3' or "
-                       "'fp8_e5m2'", cache)
-    elif kv_cache_dtype in _FP8:
-        quant = _FP8[kv_cache_dtype]
-        stored, accepted = _FP8_CACHE[quant]
-        if cache not in accepted:
-            raise _bad("key_cache: dtype %s with kv_cache_dtype %r; expected "
-                       "uint8 or the matching float8", cache, kv_cache_dtype)
-        cache = stored
-    else:
-        raise _bad("kv_cache_dtype: %r is not one of auto, fp8, fp8_e4m3, "
-                   "fp8_e5m2", kv_cache_dtype)
+    cache, quant = _cache_dtype(
+        "key_cache", kc, kv_cache_dtype, "'fp8', 'fp8_e4m3' or 'fp8_e5m2'", "")
     hnd = _cache_layout(kc, vc, ("key_cache", "value_cache"))
     plan = _Plan()
     plan.bundle, plan.kernel = _kernel_for(
@@ -299,6 +284,28 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
             _calls[call] = (plan.bundle, packed)
 
 
+def _cache_dtype(name, kc, kv_cache_dtype, fp8_names, unsupported):
+    """The cache dtype kvgen describes, and the fp8 quantization (or None),
+    of cache tensor `name` under vLLM's kv_cache_dtype. `fp8_names` are the
+    values the 'auto' refusal suggests; `unsupported` ends the unknown-value
+    refusal."""
+    cache = _dlpack.dtype_name(kc)
+    if kv_cache_dtype == "auto":
+        if cache not in _UNQUANTIZED:
+            raise _bad("%s: dtype %s with kv_cache_dtype 'auto'; an fp8 cache "
+                       "needs kv_cache_dtype %s", name, cache, fp8_names)
+        return cache, None
+    if kv_cache_dtype not in _FP8:
+        raise _bad("kv_cache_dtype: %r is not one of auto, fp8, fp8_e4m3, "
+                   "fp8_e5m2" + unsupported, kv_cache_dtype)
+    quant = _FP8[kv_cache_dtype]
+    stored, accepted = _FP8_CACHE[quant]
+    if cache not in accepted:
+        raise _bad("%s: dtype %s with kv_cache_dtype %r; expected uint8 or the "
+                   "matching float8", name, cache, kv_cache_dtype)
+    return stored, quant
+
+
 # vLLM MLA ---------------------------------------------------------------------
 
 def _mla_plan(c, p, kc, kv_cache_dtype):
@@ -319,24 +326,9 @@ def _mla_plan(c, p, kc, kv_cache_dtype):
         raise _bad("kv_c, k_pe: dtypes %s and %s; expected one of float32, "
                    "float16 or bfloat16 for both", source,
                    _dlpack.dtype_name(p))
-    cache = _dlpack.dtype_name(kc)
-    quant = None
-    if kv_cache_dtype == "auto":
-        if cache not in _UNQUANTIZED:
-            raise _bad("kv_cache: dtype %s with kv_cache_dtype 'auto'; an "
-                       "fp8 cache needs kv_cache_dtype 'fp8' or 'fp8_e4m3'",
-                       cache)
-    elif kv_cache_dtype in _FP8:
-        quant = _FP8[kv_cache_dtype]
-        stored, accepted = _FP8_CACHE[quant]
-        if cache not in accepted:
-            raise _bad("kv_cache: dtype %s with kv_cache_dtype %r; expected "
-                       "uint8 or the matching float8", cache, kv_cache_dtype)
-        cache = stored
-    else:
-        raise _bad("kv_cache_dtype: %r is not one of auto, fp8, fp8_e4m3, "
-                   "fp8_e5m2 (fp8_ds_mla's 656-byte entry is not supported)",
-                   kv_cache_dtype)
+    cache, quant = _cache_dtype(
+        "kv_cache", kc, kv_cache_dtype, "'fp8' or 'fp8_e4m3'",
+        " (fp8_ds_mla's 656-byte entry is not supported)")
     plan = _Plan()
     plan.bundle, plan.kernel = _kernel_for(
         "mla_append", kc[1:3], compiler._VLLM_LAYOUTS["NHD"], bs, 1, entry,
