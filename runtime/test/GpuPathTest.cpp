@@ -9,31 +9,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaDriver.h"
-#include "FakeCuda.h"
-#include "Fixtures.h"
-#include "GpuLauncher.h"
+#include "FakeDriverTest.h"
 
 using namespace kvrt::test;
 using ::testing::HasSubstr;
 
 namespace {
 
-class GpuPathTest : public LaunchTest {
+class GpuPathTest : public FakeDriverTest {
 protected:
-  void SetUp() override {
-    fake_cuda_reset();
-    kvrt::impl::GpuLauncher::forgetVerifiedRanges();
-    state = fake_cuda_state();
-    LaunchTest::SetUp();
-    moveAllTo({kDLCUDA, 0});
-  }
-
-  void reload(const json &manifest) {
-    kvrt_bundle *raw = nullptr;
-    ASSERT_EQ(load(manifest, &raw), KVRT_SUCCESS) << kvrt_last_error();
-    bundle.reset(raw);
-  }
-
   kvrt_status appendOn(kvrt_stream stream) {
     kvrt_append_args args = appendArgs();
     return kvrt_append(bundle.get(), &args, stream);
@@ -44,8 +28,6 @@ protected:
     expectRefused(status, code, fragments);
     EXPECT_EQ(state->launches, 0);
   }
-
-  FakeCudaState *state = nullptr;
 };
 
 TEST_F(GpuPathTest, PrimaryContextWhenNoneIsCurrent) {

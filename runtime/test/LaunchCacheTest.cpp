@@ -9,8 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FakeCuda.h"
-#include "Fixtures.h"
+#include "FakeDriverTest.h"
 #include "FunctionCache.h"
 #include "GpuLauncher.h"
 #include "PlanCache.h"
@@ -23,16 +22,12 @@ using ::testing::HasSubstr;
 
 namespace {
 
-class LaunchCacheTest : public LaunchTest {
+class LaunchCacheTest : public FakeDriverTest {
 protected:
   void SetUp() override {
-    fake_cuda_reset();
-    kvrt::impl::GpuLauncher::forgetVerifiedRanges();
     PlanCache::clear();
     kvrt::impl::FunctionCache::clear();
-    state = fake_cuda_state();
-    LaunchTest::SetUp();
-    moveAllTo({kDLCUDA, 0});
+    FakeDriverTest::SetUp();
     static int userContext;
     state->current = &userContext;
     state->paramsToRecord = 21;
@@ -45,8 +40,6 @@ protected:
     ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
     ASSERT_EQ(PlanCache::hits(), hits + 1) << "the same arguments hit";
   }
-
-  FakeCudaState *state = nullptr;
 };
 
 TEST_F(LaunchCacheTest, SameArgumentsReuseThePlan) {

@@ -7,9 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FakeCuda.h"
-#include "Fixtures.h"
-#include "GpuLauncher.h"
+#include "FakeDriverTest.h"
 
 #include <cstdlib>
 
@@ -29,24 +27,7 @@ json waitingBundle() {
   return bundle;
 }
 
-class ProgrammaticLaunchTest : public LaunchTest {
-protected:
-  void SetUp() override {
-    fake_cuda_reset();
-    kvrt::impl::GpuLauncher::forgetVerifiedRanges();
-    state = fake_cuda_state();
-    LaunchTest::SetUp();
-    moveAllTo({kDLCUDA, 0});
-  }
-
-  void reload(const json &manifest) {
-    kvrt_bundle *raw = nullptr;
-    ASSERT_EQ(load(manifest, &raw), KVRT_SUCCESS) << kvrt_last_error();
-    bundle.reset(raw);
-  }
-
-  FakeCudaState *state = nullptr;
-};
+using ProgrammaticLaunchTest = FakeDriverTest;
 
 TEST_F(ProgrammaticLaunchTest, ManifestFieldIsReadAndEchoed) {
   reload(waitingBundle());
