@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Expect.h"
 #include "Geometry.h"
 #include "Manifest.h"
 #include "Report.h"
@@ -19,16 +20,6 @@
 using namespace kvbench;
 
 namespace {
-
-int failures = 0;
-
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);              \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
 
 json entry(const std::string &layout, int64_t blockSize,
            const std::string &dtype, json quant = nullptr) {
@@ -237,6 +228,5 @@ int main(int argc, char **argv) {
   testKvrtNames();
   testTargets(argv[1]);
   testTable();
-  std::printf("%s: %d failures\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  return kvbench::test::finish();
 }

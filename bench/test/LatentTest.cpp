@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Latent.h"
+#include "Expect.h"
 #include "Geometry.h"
 #include "Manifest.h"
 #include "Report.h"
@@ -22,16 +23,6 @@
 using namespace kvbench;
 
 namespace {
-
-int failures = 0;
-
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);              \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
 
 /// bench-mla.mlir's entries as kvgen writes them.
 json mlaEntry(const std::string &dtype, int64_t rank = 512, int64_t rope = 64,
@@ -172,6 +163,5 @@ int main(int argc, char **argv) {
   testGeometry();
   testRefused();
   testTargets(argv[1]);
-  std::printf("%s: %d failures\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  return kvbench::test::finish();
 }
