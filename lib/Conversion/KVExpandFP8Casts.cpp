@@ -1,7 +1,7 @@
 //===- KVExpandFP8Casts.cpp - fp8 casts the targets can run ---------------===//
 //
 // kv-to-loops writes the fp8 rounding of a quantized append as arith.truncf
-// f32 -> f8 (its input already clamped to the format's range or NaN) and the
+// f32 -> f8 (any f32: both expansions saturate and keep a NaN) and the
 // gather's decoding as arith.extf f8 -> f32. Neither lowers to LLVM as it is.
 // This pass expands them:
 //
@@ -120,7 +120,10 @@ Value softwareTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8,
   return arith::BitcastOp::create(b, withElement(x.getType(), fp8), byte);
 }
 
-/// f32 -> fp8 with cvt.rn.satfinite, two elements per instruction.
+/// f32 -> fp8 with cvt.rn.satfinite, two elements per instruction. Each
+/// pair stays one i16 and an even vector is put together from them, so the
+/// bytes of a chunk travel as halfwords into its store: built from single
+/// bytes, LLVM reassembled them with byte shifts and permutes.
 Value nvvmTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8) {
   auto vt = dyn_cast<VectorType>(x.getType());
   SmallVector<Value> elems;
@@ -131,14 +134,28 @@ Value nvvmTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8) {
     elems.push_back(x);
   if (elems.size() % 2)
     elems.push_back(arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f)));
-  auto pairType = VectorType::get({2}, b.getI8Type());
-  SmallVector<Value> bytes;
-  for (size_t i = 0; i < elems.size(); i += 2) {
-    // The i16 result holds `a` in its upper byte: as <2 x i8>, element 0
-    // is `b`.
-    Value pair = NVVM::ConvertF32x2ToF8x2Op::create(
+  // The i16 holds the first operand in its upper byte: passing the pair as
+  // (odd, even) puts element 2k in the low byte, which is the first in
+  // memory (as <2 x i8>, element 0).
+  bool asHalves = vt && vt.getNumElements() % 2 == 0;
+  Type i8 = b.getI8Type();
+  Type pairType =
+      asHalves ? Type(b.getI16Type()) : Type(VectorType::get({2}, i8));
+  SmallVector<Value> pairs;
+  for (size_t i = 0; i < elems.size(); i += 2)
+    pairs.push_back(NVVM::ConvertF32x2ToF8x2Op::create(
         b, pairType, elems[i + 1], elems[i], NVVM::FPRoundingMode::RN,
-        NVVM::SaturationMode::SATFINITE, /*relu=*/false, fp8);
+        NVVM::SaturationMode::SATFINITE, /*relu=*/false, fp8));
+  if (asHalves) {
+    Value halves = vector::FromElementsOp::create(
+        b, VectorType::get({vt.getNumElements() / 2}, b.getI16Type()), pairs);
+    Value bytes = vector::BitCastOp::create(
+        b, VectorType::get(vt.getShape(), i8), halves);
+    return arith::BitcastOp::create(b, VectorType::get(vt.getShape(), fp8),
+                                    bytes);
+  }
+  SmallVector<Value> bytes;
+  for (Value pair : pairs) {
     bytes.push_back(vector::ExtractOp::create(b, pair, 0));
     bytes.push_back(vector::ExtractOp::create(b, pair, 1));
   }
@@ -146,7 +163,7 @@ Value nvvmTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8) {
     return arith::BitcastOp::create(b, fp8, bytes.front());
   bytes.resize(vt.getNumElements());
   Value packed = vector::FromElementsOp::create(
-      b, VectorType::get(vt.getShape(), b.getI8Type()), bytes);
+      b, VectorType::get(vt.getShape(), i8), bytes);
   return arith::BitcastOp::create(b, VectorType::get(vt.getShape(), fp8),
                                   packed);
 }

@@ -26,6 +26,12 @@ static llvm::cl::opt<int64_t> clMinBlocksPerSM(
     llvm::cl::desc("Blocks per SM ptxas must leave room for (-1: the "
                    "plan's choice; 0: no bound)"));
 
+static llvm::cl::opt<bool> clFastDivision(
+    "kvgen-fast-division", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::desc("Quantize a 16-bit float source with the reciprocal-and-"
+                   "correction division (the same bits as IEEE division; "
+                   "false: IEEE division per element)"));
+
 abi::Quantization KernelPlan::getQuantization() const {
   kv::QuantAttr quant = cache.getQuant();
   if (!quant)
@@ -189,6 +195,16 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     // more than prefill gains (docs/PERFORMANCE.md, tuning step 10).
     base.chunksPerThread = 2;
   }
+  // The quantizing division of a 16-bit float source by a static scale:
+  // one reciprocal a scale and three fused operations an element, the same
+  // bits as IEEE division (Quantize.h, emitDivide), where IEEE division is
+  // a reciprocal, a check and a slow-path branch per element. A dynamic
+  // scale is a fresh divisor per group, its kernel already at the register
+  // bound: it keeps IEEE division.
+  base.fastDivision =
+      clFastDivision && quant && quant.getMode() == kv::ScaleMode::Static &&
+      !quant.getReciprocal() && base.kind != KernelKind::Gather &&
+      (base.sourceType.isBF16() || base.sourceType.isF16());
   chooseLaunch(base);
 
   KernelPlan vector = base;

@@ -18,10 +18,19 @@ namespace kvgen {
 
 /// `x` (f32) divided by the scale (or multiplied by `1 / scale` for a
 /// reciprocal description: pass the reciprocal then), saturated and rounded
-/// to the quantized kind's storage type.
+/// to the quantized kind's storage type. `fastDivision`: the division is
+/// emitDivide's (for x converted from 16-bit floats), else arith.divf.
 mlir::Value emitQuantize(mlir::ImplicitLocOpBuilder &b, mlir::Value x,
                          mlir::Value scale, kv::QuantAttr quant,
-                         mlir::Type storage);
+                         mlir::Type storage, bool fastDivision);
+
+/// x / scale (f32, a scalar scale), the same bits as IEEE division: one
+/// reciprocal per scale and three fused operations an element, IEEE
+/// division itself where that identity is not proven (an scf.if over the
+/// whole vector). Proven for x of at most 11 significant bits: use it for
+/// values converted from bf16 or f16.
+mlir::Value emitDivide(mlir::ImplicitLocOpBuilder &b, mlir::Value x,
+                       mlir::Value scale);
 
 /// `float(q) * scale` in f32.
 mlir::Value emitDequantize(mlir::ImplicitLocOpBuilder &b, mlir::Value q,

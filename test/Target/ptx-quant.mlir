@@ -1,11 +1,15 @@
 // RUN: kvgen %s --emit=ptx | FileCheck %s
 
 // The PTX of one quantized append per kind x granularity x mode (and a
-// gather per kind): the IEEE division (div.rn.f32), the NaN-propagating
-// saturation (min.NaN / max.NaN), and the rounding instruction: fp8 rounds
-// two elements per cvt.rn.satfinite, int8 rounds to nearest even by
-// adding and removing 1.5 * 2^23 and converts with cvt.rzi. A dynamic
-// scale is amax / qmax: one division per group, stored as a 32-bit float.
+// gather per kind): the division, the saturation and the rounding. A static
+// scale of a 16-bit source divides as the reciprocal (rcp.rn.f32) and two
+// fmas an element, IEEE division (div.rn.f32) in the branch for values
+// outside [2^-60, 2^60]; a dynamic scale divides with div.rn.f32. fp8 rounds
+// two elements per cvt.rn.satfinite, which saturates by itself (no min.NaN
+// before it); int8 saturates with the NaN-propagating min.NaN / max.NaN,
+// rounds to nearest even by adding and removing 1.5 * 2^23 and converts
+// with cvt.rzi. A dynamic scale is amax / qmax: one division per group,
+// stored as a 32-bit float.
 // A dynamic group is spread over lanes, one 16-byte chunk each here: K and
 // V are read once (one ld.global.nc.v4 each, none after the reduction, the
 // values stay in registers), and the amax is a butterfly of shfl.sync.bfly
@@ -13,9 +17,10 @@
 // a whole warp (5 steps, member mask -1) for a token of 4 x 64.
 
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_tensor_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_tensor_static_scalar(
 // CHECK: div.rn.f32
@@ -24,9 +29,10 @@ kv.append @fp8_e4m3_per_tensor_static : !kv.cache<layout = paged_nhd, block_size
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_static_scalar(
 // CHECK: div.rn.f32
@@ -35,9 +41,10 @@ kv.append @fp8_e4m3_per_token_static : !kv.cache<layout = paged_hnd, block_size 
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_head_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_head_static_scalar(
 // CHECK: div.rn.f32
@@ -46,9 +53,10 @@ kv.append @fp8_e4m3_per_head_static : !kv.cache<layout = vllm_vectorized, block_
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_head, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_static_scalar(
 // CHECK: div.rn.f32
@@ -57,9 +65,10 @@ kv.append @fp8_e4m3_per_token_head_static : !kv.cache<layout = dual_stacked, blo
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token_head, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_block_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_block_static_scalar(
 // CHECK: div.rn.f32
@@ -73,8 +82,7 @@ kv.append @fp8_e4m3_per_block_static : !kv.cache<layout = paged_nhd, block_size 
 // CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_dynamic_scalar(
@@ -90,8 +98,7 @@ kv.append @fp8_e4m3_per_token_dynamic : !kv.cache<layout = paged_nhd, block_size
 // CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fp8_e4m3_per_token_head_dynamic_scalar(
@@ -102,9 +109,10 @@ kv.append @fp8_e4m3_per_token_head_dynamic : !kv.cache<layout = paged_hnd, block
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token_head, mode = dynamic>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_tensor_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_tensor_static_scalar(
 // CHECK: div.rn.f32
@@ -113,9 +121,10 @@ kv.append @fp8_e5m2_per_tensor_static : !kv.cache<layout = vllm_vectorized, bloc
     quant = #kv.quant<kind = fp8_e5m2, granularity = per_tensor, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_static_scalar(
 // CHECK: div.rn.f32
@@ -124,9 +133,10 @@ kv.append @fp8_e5m2_per_token_static : !kv.cache<layout = dual_stacked, block_si
     quant = #kv.quant<kind = fp8_e5m2, granularity = per_token, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_head_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_head_static_scalar(
 // CHECK: div.rn.f32
@@ -135,9 +145,10 @@ kv.append @fp8_e5m2_per_head_static : !kv.cache<layout = contiguous, max_seq_len
     quant = #kv.quant<kind = fp8_e5m2, granularity = per_head, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_static_scalar(
 // CHECK: div.rn.f32
@@ -146,9 +157,10 @@ kv.append @fp8_e5m2_per_token_head_static : !kv.cache<layout = paged_nhd, block_
     quant = #kv.quant<kind = fp8_e5m2, granularity = per_token_head, mode = static>> from bf16
 
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_block_static(
+// CHECK: rcp.rn.f32
+// CHECK: fma.rn.f32
 // CHECK: div.rn.f32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_block_static_scalar(
 // CHECK: div.rn.f32
@@ -162,8 +174,7 @@ kv.append @fp8_e5m2_per_block_static : !kv.cache<layout = paged_hnd, block_size 
 // CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
 // CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_dynamic_scalar(
@@ -179,8 +190,7 @@ kv.append @fp8_e5m2_per_token_dynamic : !kv.cache<layout = vllm_vectorized, bloc
 // CHECK-NOT: ld.global
 // CHECK: div.rn.f32
 // CHECK: st.global.b32
-// CHECK: max.NaN.f32
-// CHECK: min.NaN.f32
+// CHECK-NOT: min.NaN.f32
 // CHECK: cvt.rn.satfinite.e5m2x2.f32
 // CHECK-NOT: ld.global
 // CHECK-LABEL: .visible .entry fp8_e5m2_per_token_head_dynamic_scalar(

@@ -20,7 +20,9 @@ def KVToLoops : Pass<"kv-to-loops", "::mlir::ModuleOp"> {
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect",
+    // The quantizing division's fused multiply-adds (llvm.intr.fma).
+    "::mlir::LLVM::LLVMDialect"
   ];
 }
 

@@ -1,23 +1,57 @@
 // RUN: kvgen-opt %s -kv-to-loops -canonicalize -cse | FileCheck %s
 
 // Quantized appends: the source is extended to f32 before anything else,
-// divided by the scale (IEEE division, or times its reciprocal), clamped
-// with NaN-propagating min/max, then rounded to the storage type.
+// divided by the scale (IEEE division, or times its reciprocal), then
+// rounded to the storage type: fp8's rounding saturates by itself, int8 is
+// clamped first with NaN-propagating min/max.
 
+// A 16-bit float source and a static scale: the division is the reciprocal
+// and two fmas (the bits of IEEE division) when every element and the scale
+// are in [2^-60, 2^60] in magnitude (or the element is zero: then x * 1/s
+// itself), IEEE division otherwise; K's bytes are stored before V's
+// division.
 // CHECK-LABEL: func.func @fp8_tensor(
 // CHECK-SAME: memref<?xf8E4M3FN> {kv.name = "key_cache"}, %{{.*}}: memref<?xf8E4M3FN> {kv.name = "value_cache"}, %[[KS:.*]]: memref<?xf32> {kv.name = "key_scale"}, %{{.*}}: memref<?xf32> {kv.name = "value_scale"}
 // CHECK: scf.if
 // CHECK: %[[S:.*]] = memref.load %[[KS]][%c0]
 // CHECK: %[[K:.*]] = vector.load {{.*}} vector<8xbf16>
 // CHECK: %[[KF:.*]] = arith.extf %[[K]] : vector<8xbf16> to vector<8xf32>
-// CHECK: %[[SB:.*]] = vector.broadcast %[[S]]
-// CHECK: %[[Q:.*]] = arith.divf %[[KF]], %[[SB]] : vector<8xf32>
-// CHECK: arith.maximumf %[[Q]], %{{.*}} : vector<8xf32>
-// CHECK: arith.minimumf
-// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf8E4M3FN>
+// CHECK: %[[ZERO:.*]] = arith.cmpf oeq, %[[KF]], %{{.*}} : vector<8xf32>
+// CHECK: %[[OFF:.*]] = arith.select %[[ZERO]], %{{.*}} : vector<8xi1>, vector<8xi32>
+// CHECK: %[[MAX:.*]] = vector.reduction <maxui>, %[[OFF]] : vector<8xi32> into i32
+// CHECK: %[[ALL:.*]] = arith.maxui %[[MAX]], %{{.*}} : i32
+// CHECK: %[[OK:.*]] = arith.cmpi ule, %[[ALL]], %c1006632960_i32 : i32
+// CHECK: %[[Q:.*]] = scf.if %[[OK]] -> (vector<8xf32>) {
+// CHECK: %[[Y:.*]] = arith.divf %{{.*}}, %[[S]] : f32
+// CHECK: %[[YB:.*]] = vector.broadcast %[[Y]]
+// CHECK: %[[Q0:.*]] = arith.mulf %[[KF]], %[[YB]] : vector<8xf32>
+// CHECK: %[[NQ0:.*]] = arith.negf %[[Q0]]
+// CHECK: %[[R:.*]] = llvm.intr.fma(%[[NQ0]], %{{.*}}, %[[KF]])
+// CHECK: %[[Q1:.*]] = llvm.intr.fma(%[[R]], %[[YB]], %[[Q0]])
+// CHECK: %[[FAST:.*]] = arith.select %[[ZERO]], %[[Q0]], %[[Q1]]
+// CHECK: scf.yield %[[FAST]]
+// CHECK: } else {
+// CHECK: %[[SLOW:.*]] = arith.divf %[[KF]], %{{.*}} : vector<8xf32>
+// CHECK: scf.yield %[[SLOW]]
+// CHECK-NOT: arith.maximumf
+// CHECK: arith.truncf %[[Q]] : vector<8xf32> to vector<8xf8E4M3FN>
+// CHECK: vector.store
+// CHECK: scf.if
+// CHECK: vector.store
 kv.append @fp8_tensor : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>> from bf16
+
+// An f32 source keeps IEEE division per element (the fast identity is
+// proven for 16-bit sources only), and no clamp before fp8's rounding.
+// CHECK-LABEL: func.func @fp8_from_f32(
+// CHECK: %[[K:.*]] = vector.load {{.*}} vector<4xf32>
+// CHECK-NOT: llvm.intr.fma
+// CHECK: %[[Q:.*]] = arith.divf %[[K]], %{{.*}} : vector<4xf32>
+// CHECK-NEXT: arith.truncf %[[Q]] : vector<4xf32> to vector<4xf8E4M3FN>
+kv.append @fp8_from_f32 : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 8, head_dim = 128, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor, mode = static>> from f32
 
 // Per block: the scale of the slot's block and the chunk's head (known
 // before the slot, like the rest of the chunk's slot-independent math).

@@ -1,0 +1,124 @@
+//===- FastDivisionTest.cpp - the quantizing division's identity ----------===//
+//
+// kv-to-loops divides a 16-bit float source by a static scale as
+//   y = RN(1 / s); q0 = RN(x * y); r = fma(-q0, s, x); q = fma(r, y, q0)
+// (lib/Conversion/Quantize.cpp, emitDivide), keeping q0 for a zero x and
+// taking IEEE division for anything with |x| or |s| outside [2^-60, 2^60].
+// The claim is that q then has the bits of IEEE x / s. These tests check it
+// for every significand a bf16 value can have against every significand of
+// an f32 scale, and every f16 significand against every 7th (the exponents
+// only scale all the steps by
+// powers of two while everything stays normal, which the window ensures),
+// at the window's edges, and for the zeros; and that the identity is not
+// free: without the correction step the quotient is wrong somewhere. The
+// generated code runs the same steps through the host suite and the GPU
+// suite, whose quantized cases compare every byte with IEEE division.
+//
+//===----------------------------------------------------------------------===//
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+float fromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+uint32_t toBits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+/// emitDivide's fast path, step by step (each step one IEEE operation).
+float fastDivide(float x, float s, bool correct = true) {
+  float y = 1.0f / s;
+  float q0 = x * y;
+  if (x == 0.0f || !correct)
+    return q0;
+  float r = std::fmaf(-q0, s, x);
+  return std::fmaf(r, y, q0);
+}
+
+/// How many of the `sourceBits`-bit significands in [1, 2), divided by
+/// every `scaleStep`th f32 significand in [1, 2), differ from IEEE division;
+/// `correct` = false leaves out the fma correction.
+int64_t countDifferences(int sourceBits, bool correct = true,
+                         uint32_t scaleStep = 1) {
+  int64_t differ = 0;
+  for (uint32_t sm = 0; sm < (1u << 23); sm += scaleStep) {
+    float s = fromBits(0x3F800000u | sm);
+    for (uint32_t xm = 0; xm < (1u << sourceBits); ++xm) {
+      float x = fromBits(0x3F800000u | (xm << (23 - sourceBits)));
+      float want = x / s;
+      if (toBits(fastDivide(x, s, correct)) != toBits(want))
+        ++differ;
+    }
+  }
+  return differ;
+}
+
+TEST(FastDivisionTest, EveryBf16SignificandByEveryScaleSignificand) {
+  EXPECT_EQ(countDifferences(/*sourceBits=*/7), 0);
+}
+
+TEST(FastDivisionTest, EveryF16SignificandByEvery7thScaleSignificand) {
+  // All 2^23 scale significands take 8 times as long as bf16's sweep (a
+  // sweep of all of them found no difference either; docs/PERFORMANCE.md,
+  // tuning step 11): the test runs under the sanitizers too.
+  EXPECT_EQ(countDifferences(/*sourceBits=*/10, /*correct=*/true,
+                             /*scaleStep=*/7),
+            0);
+}
+
+TEST(FastDivisionTest, WithoutTheCorrectionSomeQuotientsAreWrong) {
+  // RN(x * RN(1 / s)) alone is not IEEE division: the fma step is needed.
+  EXPECT_GT(countDifferences(/*sourceBits=*/7, /*correct=*/false,
+                             /*scaleStep=*/97),
+            0);
+}
+
+TEST(FastDivisionTest, WindowEdges) {
+  // |x| and |s| at the window's ends, 2^-60 and 2^60, and past the top up
+  // to just under 2^61, in every combination: quotients from 2^-121 to
+  // 2^121 and their residuals stay normal.
+  const float edges[] = {0x1p-60f, 0x1.8p-60f, 0x1p60f, 0x1.fep60f,
+                         0x1.fffffep60f};
+  for (float s : edges)
+    for (float sign : {1.0f, -1.0f})
+      for (uint32_t xm = 0; xm < (1u << 10); ++xm)
+        for (float xe : {0x1p-60f, 0x1p60f}) {
+          float x = sign * fromBits(0x3F800000u | (xm << 13)) * xe;
+          volatile float want = x / s;
+          ASSERT_EQ(toBits(fastDivide(x, s)), toBits(want))
+              << "x = " << std::hexfloat << x << ", s = " << s;
+          volatile float negWant = x / -s;
+          ASSERT_EQ(toBits(fastDivide(x, -s)), toBits(negWant))
+              << "x = " << std::hexfloat << x << ", s = " << -s;
+        }
+}
+
+TEST(FastDivisionTest, ZerosKeepTheirSign) {
+  for (float s : {0x1p-60f, 0.0123f, 1.0f, 448.0f, -3.5f}) {
+    for (float x : {0.0f, -0.0f}) {
+      volatile float want = x / s;
+      EXPECT_EQ(toBits(fastDivide(x, s)), toBits(want))
+          << "x = " << x << ", s = " << s;
+    }
+    // The correction alone would lose the sign of -0 / s for s > 0.
+    if (s > 0) {
+      volatile float y = 1.0f / s;
+      volatile float q0 = -0.0f * y;
+      volatile float r = std::fmaf(-q0, s, -0.0f);
+      EXPECT_NE(toBits(std::fmaf(r, y, q0)), toBits(-0.0f / s));
+    }
+  }
+}
+
+} // namespace
