@@ -123,6 +123,30 @@ class Timer:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, stops)]
 
+    def cold_pair(self, first, second, sets):
+        """cold() of two launchers at once, their repetitions interleaved
+        (and which goes first alternating), so that whatever drifts over a
+        run hits both alike: timed one after the other, one kernel's cold
+        median moved by up to 10% between two blocks of one process
+        (docs/PERFORMANCE.md, tuning step 11)."""
+        n = self.reps["cold"]
+        events = [[(torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+                  for _ in range(2)]
+        launches = (first, second)
+        first(0)
+        second(0)
+        for r in range(n):
+            for w in ((0, 1) if r % 2 == 0 else (1, 0)):
+                self.flush()
+                start, stop = events[w][r]
+                start.record(self.stream)
+                launches[w](r % sets)
+                stop.record(self.stream)
+        torch.cuda.synchronize()
+        return tuple([s.elapsed_time(e) * 1e3 for s, e in events[w]]
+                     for w in range(2))
+
     def graph(self, launch, sets):
         """us per call over replays of graphs that together cover the sets
         (at most max_graphs graphs)."""
@@ -375,9 +399,14 @@ def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
                  if m != "graph" or case["phase"] == "decode"]
         for mode in modes:
             time_mode = getattr(timer, mode)
-            # Interleaved: kvgen, peer, so drift hits both alike.
-            k = time_mode(kvgen, case["sets"])
-            p = time_mode(other, case["sets"]) if other else []
+            if mode == "cold" and other:
+                # Repetition by repetition: kvgen's and the peer's cold
+                # samples come from the same stretch of the run.
+                k, p = timer.cold_pair(kvgen, other, case["sets"])
+            else:
+                # One after the other, kvgen then peer.
+                k = time_mode(kvgen, case["sets"])
+                p = time_mode(other, case["sets"]) if other else []
             row = sbs.make_row(case["phase"], case["tokens"], case["sets"],
                                mode, k, p, per_token, copy_gbps)
             result["rows"].append(row)

@@ -6,8 +6,9 @@
 # peer: the bench's paged NHD descriptions (8 x 128, block 16, from bf16) in
 # bf16, fp8 e4m3 per tensor (static) and int8 per (token, head) (dynamic),
 # each built with the plan's own choices (t_*) and with the tuning overrides
-# of kvgen (--kvgen-chunks-per-thread, --kvgen-min-blocks-per-sm,
-# --kvgen-elide-token-check). With BASE_KVGEN set to another kvgen, the same
+# of kvgen (--kvgen-noalias, --kvgen-min-blocks-per-sm,
+# --kvgen-fast-division; --kvgen-chunks-per-thread and
+# --kvgen-elide-token-check are the others). With BASE_KVGEN set to another kvgen, the same
 # descriptions are also built by it (base_*): the kernels before a change,
 # timed in the same run. Kernel names are <variant>_append; DEST gets
 # tune-<variant>.bundle.json and variants.txt (variant, kernel, flags).
@@ -48,11 +49,8 @@ fi
 for cache in bf16 fp8 i8; do
   variant "t_$cache" "$cache" "$kvgen"
 done
-variant t_bf16_c2 bf16 "$kvgen" --kvgen-chunks-per-thread=2
-variant t_bf16_c4 bf16 "$kvgen" --kvgen-chunks-per-thread=4
-variant t_bf16_tc bf16 "$kvgen" --kvgen-elide-token-check=false
-variant t_fp8_m16 fp8 "$kvgen" --kvgen-min-blocks-per-sm=16
-variant t_fp8_c2 fp8 "$kvgen" --kvgen-chunks-per-thread=2
-variant t_fp8_tc fp8 "$kvgen" --kvgen-elide-token-check=false
-variant t_i8_m16 i8 "$kvgen" --kvgen-min-blocks-per-sm=16
+variant t_bf16_nc bf16 "$kvgen" --kvgen-noalias=false
+variant t_fp8_nc fp8 "$kvgen" --kvgen-noalias=false
+variant t_fp8_ieee fp8 "$kvgen" --kvgen-fast-division=false
+variant t_fp8_m0 fp8 "$kvgen" --kvgen-min-blocks-per-sm=0
 cat "$dst/variants.txt"

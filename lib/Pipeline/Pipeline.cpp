@@ -19,6 +19,15 @@
 #include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+
+// A tuning override, for measuring the alternative side by side
+// (docs/PERFORMANCE.md): without noalias, LLVM keeps plain ld.global for the
+// inputs instead of the non-coherent ld.global.nc.
+static llvm::cl::opt<bool>
+    clNoAlias("kvgen-noalias", llvm::cl::Hidden, llvm::cl::init(true),
+              llvm::cl::desc("Mark the kernels' buffer pointers noalias "
+                             "(kv-mark-kernel-noalias)"));
 
 using namespace mlir;
 using namespace kvgen;
@@ -79,7 +88,8 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   toNVVM.indexBitwidth = 64;
   gpu.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
   gpu.addPass(createKVBarePointerParams());
-  gpu.addPass(createKVMarkKernelNoAlias());
+  if (clNoAlias)
+    gpu.addPass(createKVMarkKernelNoAlias());
   gpu.addPass(LLVM::createNVVMOptimizeForTargetPass());
   gpu.addPass(createCanonicalizerPass());
   gpu.addPass(createCSEPass());
