@@ -83,12 +83,14 @@ static void chooseLaunch(KernelPlan &plan) {
 /// of an append whose cache sides are both chunk contiguous (a side that is
 /// not takes element stores) with one token a block and one chunk (or group) a
 /// thread, quantized with one scale a token (static per_tensor or per_token)
-/// or a dynamic per_token_head scale. Their IEEE divisions (16 a chunk pair)
-/// take such a kernel a few registers past 32, which at 128 threads a block
-/// leaves room for 12 blocks of 16 on an SM; held to 32 (.minnctapersm),
-/// ptxas fits them without spilling (test/Target/ptxas-quant.test and
-/// ptxas-occupancy.test). Other shapes (a chunk loop, per-head scales, four
-/// tokens a block) spill when held to 32, and get no bound.
+/// or a dynamic per_token_head scale. Their divisions (16 a chunk pair, IEEE
+/// or the fast division with its IEEE fallback) take such a kernel a few
+/// registers past 32, which at 128 threads a block leaves room for 12 blocks
+/// of 16 on an SM; held to 32 (.minnctapersm), ptxas fits them without
+/// spilling (test/Target/ptxas-quant.test and ptxas-occupancy.test; the fast
+/// division measured 2-5% faster in prefill with the bound than without). Other
+/// shapes (a chunk loop, per-head scales, four tokens a block) spill when held
+/// to 32, and get no bound.
 static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
   constexpr int64_t kThreadsPerSM = 2048;
   if (clMinBlocksPerSM >= 0)
@@ -196,9 +198,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     base.chunksPerThread = 2;
   }
   // The quantizing division of a 16-bit float source by a static scale:
-  // one reciprocal a scale and three fused operations an element, the same
-  // bits as IEEE division (Quantize.h, emitDivide), where IEEE division is
-  // a reciprocal, a check and a slow-path branch per element. A dynamic
+  // one reciprocal a scale, then a multiply and two fmas an element, the
+  // same bits as IEEE division (Quantize.h, emitDivide), where IEEE
+  // division is a reciprocal, a check and a slow-path branch per element
+  // (docs/PERFORMANCE.md, tuning step 11). A dynamic
   // scale is a fresh divisor per group, its kernel already at the register
   // bound: it keeps IEEE division.
   base.fastDivision =
