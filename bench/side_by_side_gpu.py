@@ -111,41 +111,37 @@ class Timer:
         self.flush_buffer.sum()
 
     def cold(self, launch, sets):
-        n = self.reps["cold"]
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        stops = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        launch(0)
-        for r in range(n):
-            self.flush()
-            starts[r].record(self.stream)
-            launch(r % sets)
-            stops[r].record(self.stream)
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, stops)]
+        return self._cold((launch,), sets)[0]
 
     def cold_pair(self, first, second, sets):
         """cold() of two launchers at once, their repetitions interleaved
         (and which goes first alternating), so that whatever drifts over a
         run hits both alike: timed one after the other, one kernel's cold
         median moved by up to 10% between two blocks of one process
-        (docs/PERFORMANCE.md, tuning step 11)."""
+        (docs/PERFORMANCE.md, tuning step 12)."""
+        return self._cold((first, second), sets)
+
+    def _cold(self, launches, sets):
+        """Per repetition, for each launcher (in turn order, reversed every
+        other repetition): the L2 flush, then events around one call. Every
+        launch is enqueued before the first synchronize, so no host gap is
+        timed. A list of us samples per launcher."""
         n = self.reps["cold"]
         events = [[(torch.cuda.Event(enable_timing=True),
                     torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-                  for _ in range(2)]
-        launches = (first, second)
-        first(0)
-        second(0)
+                  for _ in launches]
+        for launch in launches:
+            launch(0)
+        order = list(range(len(launches)))
         for r in range(n):
-            for w in ((0, 1) if r % 2 == 0 else (1, 0)):
+            for w in (order if r % 2 == 0 else order[::-1]):
                 self.flush()
                 start, stop = events[w][r]
                 start.record(self.stream)
                 launches[w](r % sets)
                 stop.record(self.stream)
         torch.cuda.synchronize()
-        return tuple([s.elapsed_time(e) * 1e3 for s, e in events[w]]
-                     for w in range(2))
+        return [[s.elapsed_time(e) * 1e3 for s, e in per] for per in events]
 
     def graph(self, launch, sets):
         """us per call over replays of graphs that together cover the sets

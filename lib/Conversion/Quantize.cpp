@@ -31,13 +31,17 @@ static Type withElement(Type type, Type element) {
   return element;
 }
 
+/// A constant of `type`'s shape (scalar or vector) and `attr`'s element.
+static Value constLike(ImplicitLocOpBuilder &b, Type type, TypedAttr attr) {
+  Type t = withElement(type, attr.getType());
+  if (auto vt = dyn_cast<VectorType>(t))
+    attr = DenseElementsAttr::get(vt, attr);
+  return arith::ConstantOp::create(b, t, attr);
+}
+
 /// A constant f32 of `type`'s shape.
 static Value f32Const(ImplicitLocOpBuilder &b, Type type, float v) {
-  Type f32 = withElement(type, b.getF32Type());
-  TypedAttr attr = b.getF32FloatAttr(v);
-  if (auto vt = dyn_cast<VectorType>(f32))
-    attr = DenseElementsAttr::get(vt, attr);
-  return arith::ConstantOp::create(b, f32, attr);
+  return constLike(b, type, b.getF32FloatAttr(v));
 }
 
 /// A scalar broadcast to `like`'s shape.
@@ -63,11 +67,7 @@ static float quantMax(kv::QuantAttr quant) {
 
 /// An i32 constant of `type`'s shape.
 static Value i32Const(ImplicitLocOpBuilder &b, Type type, uint32_t v) {
-  Type i32 = withElement(type, b.getI32Type());
-  TypedAttr attr = b.getI32IntegerAttr(static_cast<int32_t>(v));
-  if (auto vt = dyn_cast<VectorType>(i32))
-    attr = DenseElementsAttr::get(vt, attr);
-  return arith::ConstantOp::create(b, i32, attr);
+  return constLike(b, type, b.getI32IntegerAttr(static_cast<int32_t>(v)));
 }
 
 // The window of the fast division: |x| and |s| in [2^-60, 2^60]. The bits
@@ -133,10 +133,14 @@ Value kvgen::emitQuantize(ImplicitLocOpBuilder &b, Value x, Value scale,
                           kv::QuantAttr quant, Type storage,
                           bool fastDivision) {
   Type type = x.getType();
-  Value s = splat(b, scale, type);
-  Value y = quant.getReciprocal() ? Value(arith::MulFOp::create(b, x, s))
-            : fastDivision        ? emitDivide(b, x, scale)
-                                  : Value(arith::DivFOp::create(b, x, s));
+  Value y;
+  if (fastDivision && !quant.getReciprocal()) {
+    y = emitDivide(b, x, scale);
+  } else {
+    Value s = splat(b, scale, type);
+    y = quant.getReciprocal() ? Value(arith::MulFOp::create(b, x, s))
+                              : Value(arith::DivFOp::create(b, x, s));
+  }
   Type target = withElement(type, storage);
   // fp8: the rounding saturates by itself (cvt.rn.satfinite on the GPU, the
   // same bytes from integer ops on the host: kv-expand-fp8-casts), so a

@@ -16,25 +16,17 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "llvm/ADT/bit.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace {
 
-float fromBits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-uint32_t toBits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return bits;
-}
+float fromBits(uint32_t bits) { return llvm::bit_cast<float>(bits); }
+uint32_t toBits(float f) { return llvm::bit_cast<uint32_t>(f); }
 
 /// emitDivide's fast path, step by step (each step one IEEE operation).
 float fastDivide(float x, float s, bool correct = true) {
