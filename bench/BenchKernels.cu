@@ -92,14 +92,16 @@ __global__ void countMismatches16Kernel(const uint4 *data, uint64_t numChunks,
 
 __global__ void emptyKernel() {}
 
-#define KVBENCH_EIGHT_PARAMS(p)                                                \
-  uint64_t p##0, uint64_t p##1, uint64_t p##2, uint64_t p##3, uint64_t p##4,   \
-      uint64_t p##5, uint64_t p##6, uint64_t p##7
-// 2 * 8 + 5 = 21 = kAppendAbiParams: the parameter bytes a kvrt append packs.
-__global__ void emptyAbiKernel(KVBENCH_EIGHT_PARAMS(a), KVBENCH_EIGHT_PARAMS(b),
-                               uint64_t c0, uint64_t c1, uint64_t c2,
-                               uint64_t c3, uint64_t c4) {}
-#undef KVBENCH_EIGHT_PARAMS
+#define KVBENCH_EIGHT_SCALARS(p)                                               \
+  uint32_t p##0, uint32_t p##1, uint32_t p##2, uint32_t p##3, uint32_t p##4,   \
+      uint32_t p##5, uint32_t p##6, uint32_t p##7
+// 5 + 2 * 8 = 21 = kAppendAbiParams: the parameters a kvrt append packs, five
+// buffer pointers and sixteen i32 scalars (104 bytes).
+__global__ void emptyAbiKernel(const void *c0, const void *c1, const void *c2,
+                               const void *c3, const void *c4,
+                               KVBENCH_EIGHT_SCALARS(a),
+                               KVBENCH_EIGHT_SCALARS(b)) {}
+#undef KVBENCH_EIGHT_SCALARS
 static_assert(kAppendAbiParams == 21, "emptyAbiKernel has 21 parameters");
 
 /// The input is read once and the kernel never reads the cache back, so a

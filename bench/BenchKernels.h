@@ -39,12 +39,12 @@ cudaError_t countMismatches16(const uint16_t *data, uint64_t count,
 /// An empty kernel, <<<1, 1>>>: the launch-cost anchor (docs/PERFORMANCE.md).
 cudaError_t launchEmptyKernel(cudaStream_t stream);
 
-/// The number of 8-byte parameters of emptyAbiKernel: what kvrt packs for an
-/// append (5 buffer pointers, then 16 scalars; KERNEL-ABI.md).
+/// The number of parameters of emptyAbiKernel: what kvrt packs for an
+/// append (5 buffer pointers, then 16 i32 scalars; KERNEL-ABI.md).
 constexpr int kAppendAbiParams = 21;
 
 /// The address of an empty __global__ function taking kAppendAbiParams
-/// 8-byte parameters, for cudaGetFuncBySymbol: launched through
+/// parameters, for cudaGetFuncBySymbol: launched through
 /// cuLaunchKernel it is the closest empty twin of a kvrt launch.
 const void *emptyAbiKernelSymbol();
 

@@ -69,6 +69,8 @@ private:
                                       CUstream, void **, void **);
   LaunchKernelFn launchKernel = nullptr;
   CUfunction kernel = nullptr;
+  /// Zeros, one 8-byte slot per parameter: wide enough for a pointer and
+  /// for an i32 scalar alike.
   uint64_t values[kAppendAbiParams];
   void *params[kAppendAbiParams];
 };

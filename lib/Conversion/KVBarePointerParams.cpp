@@ -58,7 +58,7 @@ static LogicalResult useBarePointers(LLVM::LLVMFuncOp func) {
       i += 5;
       continue;
     }
-    // Scalars are i64; a pointer outside a descriptor is not a kv kernel's.
+    // Scalars are i32; a pointer outside a descriptor is not a kv kernel's.
     if (isa<LLVM::LLVMPointerType>(oldTypes[i]))
       return func.emitError() << "parameter " << i
                               << " of a kv kernel is a pointer that does not "

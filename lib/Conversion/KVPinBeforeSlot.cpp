@@ -5,7 +5,9 @@
 // the slot before loading it. LLVM's instcombine sinks such math into the
 // only block that uses it, behind the slot check, where it adds to the
 // critical path again. An opaque identity (a side-effecting PTX mov) is the
-// one thing LLVM will not sink; ptxas still schedules it freely.
+// one thing LLVM will not sink; ptxas still schedules it freely. The same
+// identity keeps a narrowed block index narrow (kv.keep_narrow), which LLVM
+// would otherwise widen back, having proved the narrowing redundant.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,21 +29,27 @@ struct KVPinBeforeSlotPass
   using Base::Base;
 
   void runOnOperation() override {
-    SmallVector<Operation *> marked;
+    SmallVector<std::pair<Operation *, unsigned>> marked;
     getOperation()->walk([&](Operation *op) {
       if (op->hasAttr(kvgen::kBeforeSlotAttrName))
-        marked.push_back(op);
+        marked.push_back({op, 64});
+      else if (op->hasAttr(kvgen::kKeepNarrowAttrName))
+        marked.push_back({op, 32});
     });
-    for (Operation *op : marked) {
-      op->removeAttr(kvgen::kBeforeSlotAttrName);
+    for (auto [op, width] : marked) {
+      StringRef mark =
+          width == 64 ? kvgen::kBeforeSlotAttrName : kvgen::kKeepNarrowAttrName;
+      op->removeAttr(mark);
       if (!nvvm)
         continue;
-      // kv-to-loops marks 64-bit address terms; a mark on anything else
-      // would silently go unpinned.
+      // kv-to-loops marks 64-bit address terms before the slot and 32-bit
+      // block indices after it; a mark on anything else would silently go
+      // unpinned.
       if (op->getNumResults() != 1 ||
-          !op->getResult(0).getType().isInteger(64)) {
-        op->emitOpError("is marked kv.before_slot, but only an op with one "
-                        "i64 result can be pinned");
+          !op->getResult(0).getType().isInteger(width)) {
+        op->emitOpError() << "is marked " << mark
+                          << ", but only an op with one i" << width
+                          << " result can be pinned";
         return signalPassFailure();
       }
       Value value = op->getResult(0);
@@ -49,7 +57,8 @@ struct KVPinBeforeSlotPass
       b.setInsertionPointAfter(op);
       auto pin = LLVM::InlineAsmOp::create(
           b, op->getLoc(), value.getType(), ValueRange{value},
-          "mov.b64 $0, $1;", "=l,l", /*has_side_effects=*/true,
+          width == 64 ? "mov.b64 $0, $1;" : "mov.b32 $0, $1;",
+          width == 64 ? "=l,l" : "=r,r", /*has_side_effects=*/true,
           /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
           /*asm_dialect=*/LLVM::AsmDialectAttr(),
           /*operand_attrs=*/ArrayAttr());

@@ -36,22 +36,27 @@ using namespace kvgen::detail;
 
 Value KernelBuilder::cacheChunkOffset(const CacheStrides &s, Value head,
                                       Value d, bool isKey) {
-  Value off = mul(head, s.head);
+  // Within one block: i32 (see the class comment).
+  Value off = mul(lo(head), s.head);
+  Value d32 = lo(d);
   if (cacheSideHasX(isKey)) {
     // [..., D/x, ..., x]: d picks a 16-byte group and an element in it.
     int64_t x = cache.getX();
-    return add(off, add(mul(divConst(d, x), s.dim), remConst(d, x)));
+    return add(off, add(mul(divConst(d32, x), s.dim), remConst(d32, x)));
   }
   if (plan.variant == KernelVariant::Vector && cacheChunkContiguous(isKey))
-    return add(off, d); // the promise: unit dim stride
-  return add(off, mul(d, s.dim));
+    return add(off, d32); // the promise: unit dim stride
+  return add(off, mul(d32, s.dim));
 }
 
 Value KernelBuilder::sourceOffset(const SourceStrides &s, Value t, Value head,
                                   Value d0) {
   // The vector variant's promise includes a unit dim stride: no multiply.
-  Value dimOffset = plan.variant == KernelVariant::Vector ? d0 : mul(d0, s.dim);
-  return add(add(mul(t, s.token), mul(head, s.head)), dimOffset);
+  Value d32 = lo(d0);
+  Value dimOffset =
+      plan.variant == KernelVariant::Vector ? d32 : mul(d32, s.dim);
+  // Within one token: i32; the token's term is the wide product.
+  return add(wide(lo(t), s.token), ext(add(mul(lo(head), s.head), dimOffset)));
 }
 
 ChunkAddresses KernelBuilder::chunkAddresses(Value t, Value head, Value d0) {
@@ -65,9 +70,9 @@ ChunkAddresses KernelBuilder::chunkAddresses(Value t, Value head, Value d0) {
     using P = abi::Param;
     int64_t rank = cache.getLatent().getKvLoraRank();
     at.keySource = sourceOffset(
-        {arg(P::KvCStrideToken), i64(0), arg(P::KvCStrideDim)}, t, i64(0), d0);
+        {arg(P::KvCStrideToken), i32(0), arg(P::KvCStrideDim)}, t, i64(0), d0);
     at.peSource =
-        sourceOffset({arg(P::KPeStrideToken), i64(0), arg(P::KPeStrideDim)}, t,
+        sourceOffset({arg(P::KPeStrideToken), i32(0), arg(P::KPeStrideDim)}, t,
                      i64(0), sub(d0, i64(rank)));
   } else {
     at.keySource = sourceOffset(sourceStrides(/*isKey=*/true), t, head, d0);
@@ -95,7 +100,7 @@ KernelBuilder::loadChunkAt(Value memref, const SourceStrides &s, Value base) {
   }
   SmallVector<Value> out;
   for (int64_t e = 0; e < vec; ++e) {
-    Value idx = e == 0 ? base : add(base, mul(i64(e), s.dim));
+    Value idx = e == 0 ? base : add(base, ext(mul(i32(e), s.dim)));
     out.push_back(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)}));
   }
   return out;
@@ -114,7 +119,7 @@ void KernelBuilder::storeRowChunk(ArrayRef<Value> chunk, Value memref,
     return;
   }
   for (int64_t e = 0; e < vec; ++e) {
-    Value idx = e == 0 ? base : add(base, mul(i64(e), s.dim));
+    Value idx = e == 0 ? base : add(base, ext(mul(i32(e), s.dim)));
     memref::StoreOp::create(b, chunk[e], memref, ValueRange{toIndex(idx)});
   }
 }
@@ -133,12 +138,12 @@ void KernelBuilder::storeChunkAt(ArrayRef<Value> chunk, Value memref,
   // Element e of the chunk is d0 + e. A chunk never crosses an x group of a
   // side with x (vec divides x), so there consecutive elements are
   // adjacent; elsewhere they are s_dim apart.
-  Value step = cacheSideHasX(isKey) ? i64(1) : s.dim;
+  Value step = cacheSideHasX(isKey) ? i32(1) : s.dim;
   for (int64_t e = 0; e < vec; ++e) {
     Value elt = plan.variant == KernelVariant::Vector
                     ? Value(vector::ExtractOp::create(b, chunk.front(), e))
                     : chunk[e];
-    Value idx = e == 0 ? base : add(base, mul(i64(e), step));
+    Value idx = e == 0 ? base : add(base, ext(mul(i32(e), step)));
     memref::StoreOp::create(b, elt, memref, ValueRange{toIndex(idx)});
   }
 }
@@ -154,10 +159,10 @@ KernelBuilder::loadCacheChunk(Value memref, const CacheStrides &s, Value block,
         b, VectorType::get({vec}, elt), memref, ValueRange{toIndex(base)},
         /*nontemporal=*/false,
         llvm::MaybeAlign(vec * kv::getElementBytes(elt)))};
-  Value step = cacheSideHasX(isKey) ? i64(1) : s.dim;
+  Value step = cacheSideHasX(isKey) ? i32(1) : s.dim;
   SmallVector<Value> out;
   for (int64_t e = 0; e < vec; ++e) {
-    Value idx = e == 0 ? base : add(base, mul(i64(e), step));
+    Value idx = e == 0 ? base : add(base, ext(mul(i32(e), step)));
     out.push_back(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)}));
   }
   if (plan.variant == KernelVariant::Vector)
@@ -169,7 +174,7 @@ KernelBuilder::loadCacheChunk(Value memref, const CacheStrides &s, Value block,
 Value KernelBuilder::emitSlotFromBlockTable(Value t) {
   Type i64Type = b.getI64Type();
   Value qsl = arg(abi::Param::QueryStartLoc);
-  Value numReqs = arg(abi::Param::NumReqs);
+  Value numReqs = arg64(abi::Param::NumReqs);
   Value total = loadI32AsI64(qsl, numReqs);
   Value isToken = cmp(arith::CmpIPredicate::slt, t, total);
 
@@ -218,7 +223,7 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
     Value inRow =
         arith::AndIOp::create(b, cmp(arith::CmpIPredicate::sge, pos, i64(0)),
                               cmp(arith::CmpIPredicate::slt, blockIdx,
-                                  arg(abi::Param::MaxBlocksPerReq)));
+                                  arg64(abi::Param::MaxBlocksPerReq)));
     auto rowIf = scf::IfOp::create(b, TypeRange{i64Type}, inRow,
                                    /*withElseRegion=*/true);
     scf::YieldOp::create(b, rowIf.getResults());
@@ -228,7 +233,7 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
     b.setInsertionPointToStart(rowIf.thenBlock());
     Value blockId = loadI32AsI64(
         arg(abi::Param::BlockTable),
-        add(mul(req, arg(abi::Param::BlockTableStride)), blockIdx));
+        add(mul(req, arg64(abi::Param::BlockTableStride)), blockIdx));
     Value slot = add(mul(blockId, i64(blockSize)), remConst(pos, blockSize));
     Value isBlock = cmp(arith::CmpIPredicate::sge, blockId, i64(0));
     scf::YieldOp::create(
@@ -240,14 +245,21 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
 void KernelBuilder::build() {
   Value zero = index(0);
   Value one = index(1);
-  Value numTokens = toIndex(arg(abi::Param::NumTokens));
+  Value numTokens = arith::IndexCastUIOp::create(b, b.getIndexType(),
+                                                 arg(abi::Param::NumTokens));
   Value chunks = index(plan.getIterationsPerToken());
   auto loop = scf::ParallelOp::create(b, ValueRange{zero, zero},
                                       ValueRange{numTokens, chunks},
                                       ValueRange{one, one});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  Value t = toI64(loop.getInductionVars()[0]);
+  Value t = toNarrowI64(loop.getInductionVars()[0]);
+  // With one token per block the token is the block index, which LLVM keeps
+  // a zero extension; a sum of block and thread indices it would fold back
+  // into i64 math, so that one is pinned narrow.
+  if (plan.tokensPerBlock > 1)
+    t.getDefiningOp()->getOperand(0).getDefiningOp()->setAttr(
+        kKeepNarrowAttrName, b.getUnitAttr());
   Value c = loop.getInductionVars()[1];
 
   switch (plan.kind) {
@@ -333,7 +345,7 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
       types.push_back(MemRefType::get(
           {ShapedType::kDynamic}, bufferElementType(plan, info.element, ctx)));
     else
-      types.push_back(builder.getI64Type());
+      types.push_back(builder.getI32Type());
   }
   auto func = func::FuncOp::create(builder, loc, plan.name,
                                    builder.getFunctionType(types, {}));

@@ -57,9 +57,15 @@ void KernelBuilder::emitIfValidSlot(Value slot, Value &block, Value &pos) {
   // slot < 0 is padding; a block past the cache's end is skipped too.
   Value valid = arith::AndIOp::create(
       b, cmp(arith::CmpIPredicate::sge, slot, i64(0)),
-      cmp(arith::CmpIPredicate::ult, block, arg(abi::Param::NumBlocks)));
+      cmp(arith::CmpIPredicate::ult, block, arg64(abi::Param::NumBlocks)));
   auto ifOp = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
   b.setInsertionPointToStart(ifOp.thenBlock());
+  // Past the check the block is below num_blocks < 2^31: its products are
+  // mul.wide.u32 if it stays narrow (kv-pin-before-slot keeps it so).
+  Value block32 = lo(block);
+  block32.getDefiningOp()->setAttr(kKeepNarrowAttrName, b.getUnitAttr());
+  block = ext(block32);
+  pos = narrow(pos);
 }
 
 void KernelBuilder::emitAppend(ArrayRef<ChunkAddresses> chunks, Value block,

@@ -27,12 +27,14 @@ namespace kvgen::detail {
 
 using namespace mlir;
 
-/// Strides of one cache, in elements (see docs/KERNEL-ABI.md).
+/// Strides of one cache, in elements (see docs/KERNEL-ABI.md): the i32
+/// scalars of the ABI.
 struct CacheStrides {
   Value block, head, pos, dim;
 };
 
-/// Strides of one source tensor [num_tokens, num_kv_heads, head_dim].
+/// Strides of one source tensor [num_tokens, num_kv_heads, head_dim]: the
+/// i32 scalars of the ABI.
 struct SourceStrides {
   Value token, head, dim;
 };
@@ -46,12 +48,22 @@ struct ChunkAddresses {
   /// its offset in kv_c and peSource in k_pe. Null where a side is absent
   /// (no value for a K-only cache).
   Value keySource, valueSource, peSource;
-  /// Offsets of (head, d0) in a cache: add the block and position terms.
+  /// Offsets of (head, d0) in a cache, i32: add the block and position
+  /// terms.
   Value keyCache, valueCache;
 };
 
 /// Builds the body of one kernel from its plan. Values are i64 unless named
 /// otherwise; memref indices are converted at the access.
+///
+/// Offsets are split by what the ABI bounds (docs/KERNEL-ABI.md, "Limits"):
+/// the scalars are i32 in [0, 2^31), and so is the offset of any element
+/// within one token of a source (head and dim terms) or within one block of
+/// a cache (position, head and dim terms), which kvrt checks. That part is
+/// i32 arithmetic; only the token's or block's term is a 64-bit product,
+/// of two zero-extended i32 values, which the NVPTX backend selects as one
+/// mul.wide.u32. The token, head, d0, block and position values are i64
+/// zero extensions of i32 values for that reason.
 class KernelBuilder {
 public:
   KernelBuilder(ImplicitLocOpBuilder &b, const KernelPlan &plan,
@@ -65,18 +77,35 @@ public:
   void build();
 
 private:
+  /// A parameter: a memref for a buffer, an i32 for a scalar.
   Value arg(abi::Param param) {
     Value v = args[static_cast<size_t>(param)];
     assert(v && "parameter not in the plan");
     return v;
   }
+  /// A scalar parameter as an i64 (counts compared with i64 values).
+  Value arg64(abi::Param param) { return ext(arg(param)); }
   Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+  /// The low 32 bits of an i64 known to lie in [0, 2^31).
+  Value lo(Value v) { return arith::TruncIOp::create(b, b.getI32Type(), v); }
+  /// Zero-extends an i32 in [0, 2^31) to i64.
+  Value ext(Value v) { return arith::ExtUIOp::create(b, b.getI64Type(), v); }
+  /// An i64 value known to lie in [0, 2^31), as the zero extension of its
+  /// low half, so that its products are mul.wide.u32.
+  Value narrow(Value v) { return ext(lo(v)); }
+  /// The exact 64-bit product of two i32 values in [0, 2^31).
+  Value wide(Value a, Value c) { return mul(ext(a), ext(c)); }
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
   Value toIndex(Value v) {
     return arith::IndexCastOp::create(b, b.getIndexType(), v);
   }
   Value toI64(Value v) {
     return arith::IndexCastOp::create(b, b.getI64Type(), v);
+  }
+  /// An index in [0, 2^31) as an i64 zero extension of an i32 (`narrow`).
+  Value toNarrowI64(Value v) {
+    return ext(arith::IndexCastUIOp::create(b, b.getI32Type(), v));
   }
   Value add(Value a, Value c) { return arith::AddIOp::create(b, a, c); }
   Value sub(Value a, Value c) { return arith::SubIOp::create(b, a, c); }
@@ -89,13 +118,17 @@ private:
   /// block size.
   Value divConst(Value v, int64_t d) {
     if (llvm::isPowerOf2_64(d))
-      return arith::ShRUIOp::create(b, v, i64(llvm::Log2_64(d)));
-    return arith::DivUIOp::create(b, v, i64(d));
+      return arith::ShRUIOp::create(b, v, like(v, llvm::Log2_64(d)));
+    return arith::DivUIOp::create(b, v, like(v, d));
   }
   Value remConst(Value v, int64_t d) {
     if (llvm::isPowerOf2_64(d))
-      return arith::AndIOp::create(b, v, i64(d - 1));
-    return arith::RemUIOp::create(b, v, i64(d));
+      return arith::AndIOp::create(b, v, like(v, d - 1));
+    return arith::RemUIOp::create(b, v, like(v, d));
+  }
+  /// The constant `v` of `of`'s integer type.
+  Value like(Value of, int64_t v) {
+    return arith::ConstantIntOp::create(b, of.getType(), v);
   }
   Value loadI32AsI64(Value memref, Value idx) {
     Value v = memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)});
@@ -106,7 +139,7 @@ private:
     using P = abi::Param;
     // A latent cache is [num_blocks, block_size, entry]: one head.
     if (plan.writesLatent())
-      return {arg(P::KeyCacheStrideBlock), i64(0), arg(P::KeyCacheStridePos),
+      return {arg(P::KeyCacheStrideBlock), i32(0), arg(P::KeyCacheStridePos),
               arg(P::KeyCacheStrideDim)};
     if (isKey)
       return {arg(P::KeyCacheStrideBlock), arg(P::KeyCacheStrideHead),
@@ -164,8 +197,9 @@ private:
   /// The head and first element of chunk `c` (i64) of a token.
   std::pair<Value, Value> chunkPosition(Value c) {
     int64_t chunksPerHead = cache.getHeadDim() / plan.vectorElems;
-    return {divConst(c, chunksPerHead),
-            mul(remConst(c, chunksPerHead), i64(plan.vectorElems))};
+    Value c32 = lo(c);
+    return {ext(divConst(c32, chunksPerHead)),
+            ext(mul(remConst(c32, chunksPerHead), i32(plan.vectorElems)))};
   }
 
   /// Offset of element (block, head, pos, d) in a cache; `isKey` selects the
@@ -174,13 +208,15 @@ private:
                     Value d, bool isKey) {
     return cacheSlotOffset(s, block, pos, cacheChunkOffset(s, head, d, isKey));
   }
-  /// The (head, d) terms of cacheOffset: independent of the slot.
+  /// The (head, d) terms of cacheOffset, i32: independent of the slot.
   Value cacheChunkOffset(const CacheStrides &s, Value head, Value d,
                          bool isKey);
-  /// Adds the slot's (block, pos) terms to a cacheChunkOffset.
+  /// Adds the slot's (block, pos) terms to an i32 cacheChunkOffset: the
+  /// position's within the block in i32, the block's as a wide product.
   Value cacheSlotOffset(const CacheStrides &s, Value block, Value pos,
                         Value chunkOffset) {
-    return add(add(mul(block, s.block), mul(pos, s.pos)), chunkOffset);
+    return add(wide(lo(block), s.block),
+               ext(add(mul(lo(pos), s.pos), chunkOffset)));
   }
   /// Offset of element (t, head, d0) in a source or gather output.
   Value sourceOffset(const SourceStrides &s, Value t, Value head, Value d0);

@@ -21,7 +21,7 @@ SmallVector<Value> KernelBuilder::loadLatentChunk(const ChunkAddresses &at) {
   // A part is [num_tokens, size]: a source with one head. Its offset was
   // computed before the slot (chunkAddresses).
   auto loadPart = [&](P part, P strideToken, P strideDim, Value base) {
-    SourceStrides strides{arg(strideToken), i64(0), arg(strideDim)};
+    SourceStrides strides{arg(strideToken), i32(0), arg(strideDim)};
     return loadChunkAt(arg(part), strides, base);
   };
   SmallVector<Type> types;

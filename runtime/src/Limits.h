@@ -23,6 +23,12 @@ namespace kvrt::impl::limits {
 /// 5-level paging), and byte ranges compared as uintptr_t then never wrap.
 inline constexpr uint64_t kAddressLimit = uint64_t(1) << 57;
 
+/// The largest scalar parameter (a stride or count) a kernel takes: the ABI
+/// passes them as i32. The same bound holds for the offset of any element
+/// within one token of a row tensor or within one block (or row) of a cache,
+/// which the kernels compute in 32 bits (docs/KERNEL-ABI.md, "Limits").
+inline constexpr int64_t kMaxScalar = INT32_MAX;
+
 /// Longest message kvrt_last_error() returns; longer ones end in "...".
 inline constexpr size_t kMaxMessageBytes = 2048;
 /// Longest string from a bundle quoted inside a message.

@@ -1,7 +1,7 @@
 //===- Packing.h - the kernel's void *params[] ----------------------------===//
 //
 // docs/KERNEL-ABI.md, "Parameters": one pointer per buffer (its first
-// element, data + byte_offset), then the i64 scalars in order. cuLaunchKernel
+// element, data + byte_offset), then the i32 scalars in order. cuLaunchKernel
 // and the host target's packed wrapper both take one pointer per parameter, so
 // one array serves both. The storage lives inside the object, on the caller's
 // stack: the launch path allocates nothing.
@@ -27,7 +27,7 @@ public:
 
 private:
   void *pointers[kMaxBuffers];
-  int64_t scalars[kMaxScalars];
+  int32_t scalars[kMaxScalars];
   void *params[kMaxParams];
   int count = 0;
 };

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Limits.h"
 #include "PlanParts.h"
 
 #include <algorithm>
@@ -48,6 +49,52 @@ static void setRowStrides(ParamValues *values, Param token,
     values->scalars[first + i] = view.strides[i];
 }
 
+/// The elements one step of `view`'s outermost dimension (a token of a row
+/// tensor, a block or row of a cache) spans: the furthest offset reached
+/// without stepping it, plus one.
+static int64_t innerSpan(const TensorView &view) {
+  int64_t span = 1;
+  for (int i = 1; i < view.rank; ++i)
+    span += (view.shape[i] - 1) * view.strides[i];
+  return span;
+}
+
+/// The kernels take their scalars as i32 and address within one token or
+/// block in 32 bits (docs/KERNEL-ABI.md, "Limits"): a launch past either
+/// bound is refused, never truncated.
+static Status checkFitsAbi(const abi::ParamInfo &param, int64_t scalar,
+                           const TensorView *view) {
+  if (param.role == abi::ParamRole::Scalar) {
+    if (scalar <= limits::kMaxScalar)
+      return Status();
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                      "%s is %lld, past 2^31 - 1: the kernels take strides "
+                      "and counts as 32-bit integers",
+                      param.name, static_cast<long long>(scalar));
+  }
+  const char *unit = nullptr;
+  switch (param.element) {
+  case abi::ParamElement::Source:
+  case abi::ParamElement::Output:
+    unit = "token";
+    break;
+  case abi::ParamElement::Cache:
+    unit = "block";
+    break;
+  default:
+    return Status(); // indexed by slot or token in 64 bits
+  }
+  // A view's dimensions are at most rank 5 of extents and strides that
+  // passed the 64-bit overflow check of its extent: no overflow here.
+  int64_t span = innerSpan(*view);
+  if (span <= limits::kMaxScalar)
+    return Status();
+  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                    "%s: one %s of it spans %lld elements, past 2^31 - 1: the "
+                    "kernels compute offsets within a %s in 32 bits",
+                    view->name, unit, static_cast<long long>(span), unit);
+}
+
 /// Copies the values into `plan` in the kind's ABI order and records where
 /// checked mode and the vector promise find their tensors.
 Status packInAbiOrder(const KernelDescription &kernel,
@@ -55,24 +102,31 @@ Status packInAbiOrder(const KernelDescription &kernel,
   int indexOf[kNumParamIds];
   std::fill(std::begin(indexOf), std::end(indexOf), -1);
   const char *unset = nullptr;
-  abi::forEachParam(kernel.kind, kernel.cache.quantization(),
-                    !kernel.cache.hasValue(), [&](const abi::ParamInfo &param) {
-                      int id = static_cast<int>(param.id);
-                      if (param.role == abi::ParamRole::Scalar) {
-                        plan->scalars[plan->numScalars++] = values.scalars[id];
-                        return;
-                      }
-                      if (!values.views[id]) {
-                        unset = param.name;
-                        return;
-                      }
-                      indexOf[id] = plan->numBuffers;
-                      plan->buffers[plan->numBuffers++] = *values.views[id];
-                    });
+  Status tooLarge;
+  abi::forEachParam(
+      kernel.kind, kernel.cache.quantization(), !kernel.cache.hasValue(),
+      [&](const abi::ParamInfo &param) {
+        int id = static_cast<int>(param.id);
+        if (tooLarge.ok() &&
+            (param.role == abi::ParamRole::Scalar || values.views[id]))
+          tooLarge = checkFitsAbi(param, values.scalars[id], values.views[id]);
+        if (param.role == abi::ParamRole::Scalar) {
+          plan->scalars[plan->numScalars++] =
+              static_cast<int32_t>(values.scalars[id]);
+          return;
+        }
+        if (!values.views[id]) {
+          unset = param.name;
+          return;
+        }
+        indexOf[id] = plan->numBuffers;
+        plan->buffers[plan->numBuffers++] = *values.views[id];
+      });
   if (unset)
     return KVRT_ERROR(KVRT_ERROR_INTERNAL,
                       "kvrt has no value for the parameter '%s' of kind %s",
                       unset, kindName(kernel.kind));
+  KVRT_RETURN_IF_ERROR(tooLarge);
   auto at = [&](Param param) { return indexOf[static_cast<int>(param)]; };
   plan->kind = kernel.kind;
   bool latent = kernel.kind == KernelKind::MlaAppend ||

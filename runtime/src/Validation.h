@@ -51,7 +51,7 @@ struct IndexSpecs {
 };
 const IndexSpecs &indexSpecs();
 
-/// A launch that passed every check: the buffers in ABI order, the i64
+/// A launch that passed every check: the buffers in ABI order, the i32
 /// scalars in ABI order, and the tensors the vector promise covers.
 struct LaunchPlan {
   KernelKind kind = KernelKind::Append;
@@ -68,7 +68,7 @@ struct LaunchPlan {
   int64_t blockSize = 0;
   TensorView buffers[kMaxBuffers];
   int numBuffers = 0;
-  int64_t scalars[kMaxScalars];
+  int32_t scalars[kMaxScalars];
   int numScalars = 0;
   /// Indices into `buffers` of the tensors the vector variant reads or
   /// writes 16 bytes at a time.

@@ -170,8 +170,15 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
   state.sharedBytes = shared;
   state.stream = stream;
   state.launchContext = state.current;
-  for (int i = 0; i < state.paramsToRecord && i < 64; ++i)
-    std::memcpy(&state.params[i], params[i], sizeof(int64_t));
+  for (int i = 0; i < state.paramsToRecord && i < 64; ++i) {
+    if (i < state.buffersToRecord) {
+      std::memcpy(&state.params[i], params[i], sizeof(int64_t));
+      continue;
+    }
+    int32_t scalar;
+    std::memcpy(&scalar, params[i], sizeof(scalar));
+    state.params[i] = scalar;
+  }
   return 0;
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,

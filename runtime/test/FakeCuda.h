@@ -33,7 +33,10 @@ struct FakeCudaState {
   unsigned long long rangeSize = 0;
   /// Added to every context id: a changed offset is a recreated context.
   unsigned long long contextIdOffset = 0;
+  /// Parameters cuLaunchKernel records into `params`: the first
+  /// `buffersToRecord` are pointers (8 bytes), the rest i32 scalars.
   int paramsToRecord = 0;
+  int buffersToRecord = 0;
 
   // Record.
   int primaryRetains = 0;

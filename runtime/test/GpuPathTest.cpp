@@ -32,6 +32,7 @@ protected:
 
 TEST_F(GpuPathTest, PrimaryContextWhenNoneIsCurrent) {
   state->paramsToRecord = 21;
+  state->buffersToRecord = 5;
   kvrt_stream stream = reinterpret_cast<kvrt_stream>(0x5a5a);
   ASSERT_EQ(appendOn(stream), KVRT_SUCCESS) << kvrt_last_error();
   EXPECT_EQ(state->launches, 1);
@@ -292,6 +293,7 @@ TEST_F(GpuPathTest, SlotMappingGeometry) {
   slots = HostTensor::compact(i64(), {300});
   slots.get()->device = {kDLCUDA, 0};
   state->paramsToRecord = 8;
+  state->buffersToRecord = 4;
   ASSERT_EQ(slotMapping(), KVRT_SUCCESS) << kvrt_last_error();
   EXPECT_EQ(state->grid[0], 2u); // ceil(300 / 256)
   EXPECT_EQ(state->block[0], 1u);
@@ -299,9 +301,11 @@ TEST_F(GpuPathTest, SlotMappingGeometry) {
   EXPECT_EQ(state->params[4], 300);
 }
 
-TEST_F(GpuPathTest, GridLimit) {
-  // 2^32 tokens at two per block: 2^31 blocks, one past CUDA's grid limit.
-  // Nothing is dereferenced, so the tensors may sit at made-up addresses.
+TEST_F(GpuPathTest, TokensPastTheI32ScalarAreRefusedBeforeTheGrid) {
+  // 2^32 tokens at two per block would be 2^31 blocks, one past CUDA's grid
+  // limit; num_tokens is an i32 of the ABI, so kvrt refuses it first (the
+  // grid limit stays as a second line). Nothing is dereferenced, so the
+  // tensors may sit at made-up addresses.
   const int64_t tokens = int64_t(1) << 32;
   for (HostTensor *tensor : {&key, &value, &slots})
     tensor->shapeRef()[0] = tokens;
@@ -309,8 +313,7 @@ TEST_F(GpuPathTest, GridLimit) {
   value.get()->data = key.get()->data;
   slots.get()->data = reinterpret_cast<void *>(uintptr_t(1) << 45);
   expectNoLaunch(append(), KVRT_ERROR_INVALID_ARGUMENT,
-                 {"key: 4294967296 tokens need 2147483648 blocks, past CUDA's "
-                  "grid limit"});
+                 {"num_tokens is 4294967296, past 2^31 - 1"});
 }
 
 TEST_F(GpuPathTest, ZeroTokensTouchNothing) {
@@ -376,6 +379,7 @@ TEST_F(GpuPathTest, QuantizedGatherPacksScalesInAbiOrder) {
   args.key_scale = keyScale.get();
   args.value_scale = valueScale.get();
   state->paramsToRecord = 7 + 16;
+  state->buffersToRecord = 7;
   ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
       << kvrt_last_error();
   EXPECT_STREQ(state->lastFunction, "kv_gather");

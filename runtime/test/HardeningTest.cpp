@@ -203,6 +203,49 @@ TEST_F(LaunchTest, ExtentReachingPastTheAddressLimitIsRefused) {
                 {"value_cache: data (", "2^57"});
 }
 
+//===----------------------------------------------------------------------===//
+// The ABI's 32-bit scalars and offsets (docs/KERNEL-ABI.md, "Limits")
+//===----------------------------------------------------------------------===//
+
+TEST_F(LaunchTest, StridePastTheI32ScalarIsRefused) {
+  // One block of V 2^31 elements from the next: every element is in range
+  // of the address checks, but the stride does not fit the kernel's i32.
+  valueCache = HostTensor::strided(bf16(), {kBlocks, kBlockSize, kHeads, 1},
+                                   {1, 1, 1, 1});
+  valueCache.shapeRef() = {kBlocks, kBlockSize, kHeads, kHeadDim};
+  valueCache.stridesRef() = {int64_t(1) << 31, kHeads * kHeadDim, kHeadDim, 1};
+  expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"value_cache_stride_block is 2147483648, past 2^31 - 1"});
+}
+
+TEST_F(LaunchTest, TokenSpanningPastTheI32OffsetIsRefused) {
+  // Heads 2^31 elements apart: one token of K spans 2^31 + head_dim
+  // elements, past what the kernels address within a token in 32 bits.
+  key = HostTensor::strided(bf16(), {kTokens, kHeads, 1}, {1, 1, 1});
+  key.shapeRef() = {kTokens, kHeads, kHeadDim};
+  key.stridesRef() = {int64_t(1) << 32, int64_t(1) << 31, 1};
+  std::string span =
+      std::to_string((kHeads - 1) * (int64_t(1) << 31) + kHeadDim);
+  expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"key: one token of it spans " + span +
+                 " elements, past "
+                 "2^31 - 1"});
+}
+
+TEST_F(LaunchTest, BlockSpanningPastTheI32OffsetIsRefused) {
+  // Positions 2^30 elements apart: one block of K spans
+  // (block_size - 1) * 2^30 + heads * head_dim elements.
+  keyCache = HostTensor::strided(bf16(), {kBlocks, kBlockSize, kHeads, 1},
+                                 {1, 1, 1, 1});
+  keyCache.shapeRef() = {kBlocks, kBlockSize, kHeads, kHeadDim};
+  keyCache.stridesRef() = {int64_t(1) << 32, int64_t(1) << 30, kHeadDim, 1};
+  std::string span =
+      std::to_string((kBlockSize - 1) * (int64_t(1) << 30) + kHeads * kHeadDim);
+  expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"key_cache: one block of it spans " + span +
+                 " elements, past 2^31 - 1"});
+}
+
 TEST_F(LaunchTest, SlotMappingByteOffsetIsChecked) {
   slots.get()->byte_offset = uint64_t(1) << 60;
   expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,

@@ -31,6 +31,7 @@ protected:
     static int userContext;
     state->current = &userContext;
     state->paramsToRecord = 21;
+    state->buffersToRecord = 5;
   }
 
   /// A good launch, then the same again: the second one hits.

@@ -147,14 +147,18 @@ std::vector<Malformed> malformedCases() {
       {"version 1",
        [](json &b) { b["version"] = 1; },
        {"bundle version 1 is not supported by this kvrt (it reads version "
-        "3); regenerate the bundle with this kvgen"}},
+        "4); regenerate the bundle with this kvgen"}},
       {"version 2: memref-descriptor parameters",
        [](json &b) { b["version"] = 2; },
        {"bundle version 2 is not supported by this kvrt (it reads version "
-        "3); regenerate the bundle with this kvgen"}},
-      {"version 4",
-       [](json &b) { b["version"] = 4; },
-       {"bundle version 4 is not supported"}},
+        "4); regenerate the bundle with this kvgen"}},
+      {"version 3: i64 scalars",
+       [](json &b) { b["version"] = 3; },
+       {"bundle version 3 is not supported by this kvrt (it reads version "
+        "4); regenerate the bundle with this kvgen"}},
+      {"version 5",
+       [](json &b) { b["version"] = 5; },
+       {"bundle version 5 is not supported"}},
       {"version a string",
        [](json &b) { b["version"] = "1"; },
        {"version must be an integer"}},

@@ -11,12 +11,20 @@ Recorded &recorded() {
   return state;
 }
 
-template <int Count, bool Vector> static void recorder(void **params) {
+/// Records `Buffers` pointers and then `Scalars` i32 scalars, each widened
+/// to one int64_t of `params`.
+template <int Buffers, int Scalars, bool Vector>
+static void recorder(void **params) {
   Recorded &state = recorded();
   ++(Vector ? state.vectorCalls : state.scalarCalls);
-  state.params.assign(Count, 0);
-  for (int i = 0; i < Count; ++i)
+  state.params.assign(Buffers + Scalars, 0);
+  for (int i = 0; i < Buffers; ++i)
     std::memcpy(&state.params[i], params[i], sizeof(int64_t));
+  for (int i = Buffers; i < Buffers + Scalars; ++i) {
+    int32_t scalar;
+    std::memcpy(&scalar, params[i], sizeof(scalar));
+    state.params[i] = scalar;
+  }
 }
 
 template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
@@ -24,21 +32,21 @@ template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
   // scalars, unquantized and with two scale buffers.
   switch (count) {
   case 4 + 4: // slot_mapping
-    return recorder<4 + 4, Vector>;
+    return recorder<4, 4, Vector>;
   case 3 + 9: // K-only append
-    return recorder<3 + 9, Vector>;
+    return recorder<3, 9, Vector>;
   case 5 + 16: // append, gather
-    return recorder<5 + 16, Vector>;
+    return recorder<5, 16, Vector>;
   case 7 + 16: // quantized append, gather
-    return recorder<7 + 16, Vector>;
+    return recorder<7, 16, Vector>;
   case 7 + 19: // fused_append
-    return recorder<7 + 19, Vector>;
+    return recorder<7, 19, Vector>;
   case 9 + 19: // quantized fused_append
-    return recorder<9 + 19, Vector>;
+    return recorder<9, 19, Vector>;
   case 4 + 9: // quantized K-only append; mla_append
-    return recorder<4 + 9, Vector>;
+    return recorder<4, 9, Vector>;
   case 5 + 9: // quantized mla_append
-    return recorder<5 + 9, Vector>;
+    return recorder<5, 9, Vector>;
   }
   return nullptr;
 }

@@ -154,7 +154,7 @@ inline std::vector<json> describe(const std::string &name,
 }
 
 inline json bundleJson(const std::vector<json> &kernels, bool withPtx = true) {
-  json bundle = {{"format", "kvgen-bundle"}, {"version", 3}};
+  json bundle = {{"format", "kvgen-bundle"}, {"version", 4}};
   if (withPtx) {
     bundle["target"] = {{"chip", "sm_90"}, {"features", "+ptx80"}};
     bundle["ptx"] = "// fake PTX\n.version 8.0\n.target sm_90\n";

@@ -1,6 +1,6 @@
 // RUN: kvgen %s --emit=bundle -o - | FileCheck %s
 
-// The bundle (format version 3) records a quantized cache's quant object and
+// The bundle (format version 4) records a quantized cache's quant object and
 // the parameter list of each kind for its quantization: static scales for a
 // static description, scale caches for a dynamic one, gathers with their
 // output dtype. The names are spelled out here, independently of the ABI's
@@ -73,4 +73,4 @@ kv.gather @gather_f32 : !kv.cache<layout = contiguous, max_seq_len = 100,
     num_kv_heads = 2, head_dim = 64, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = static>> to f32
 
-// CHECK: "version": 3
+// CHECK: "version": 4

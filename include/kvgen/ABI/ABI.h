@@ -20,10 +20,11 @@ namespace kvgen::abi {
 /// The bundle format version this vocabulary describes. Version 2 added
 /// quantization (cache.quant, scale parameters) and the gather kind; version
 /// 3 passes each buffer as one pointer instead of a five-parameter memref
-/// descriptor. The manifest lists the same names, but a version 2 kernel
-/// launched with version 3 parameters would read its pointers from the
-/// wrong slots, so kvrt refuses the old version instead of guessing.
-inline constexpr int kBundleVersion = 3;
+/// descriptor; version 4 passes the scalars as i32 instead of i64. The
+/// manifest lists the same names, but a kernel of one version launched with
+/// another's parameters would read them from the wrong slots, so kvrt
+/// refuses other versions instead of guessing.
+inline constexpr int kBundleVersion = 4;
 
 enum class Layout {
 #define KVGEN_ABI_LAYOUT(Id, Name, KeyAxes, ValueAxes) Id,

@@ -78,6 +78,11 @@ def KVPinBeforeSlot : Pass<"kv-pin-before-slot"> {
     opaque `mov.b64` (a side-effecting inline asm, free once ptxas has
     allocated registers) that LLVM must leave where it is. Either way the
     marks are removed.
+
+    The same opaque copy (`mov.b32`) keeps an i32 marked `kv.keep_narrow`:
+    a block index narrowed after the slot check, which LLVM would fold back
+    into the i64 it was truncated from, costing each product of it a full
+    64-bit multiply instead of one mul.wide.u32.
   }];
   let options = [
     Option<"nvvm", "nvvm", "bool", /*default=*/"false",

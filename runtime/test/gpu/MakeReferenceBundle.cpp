@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
                 {"params", params}};
   };
   json bundle = {{"format", "kvgen-bundle"},
-                 {"version", 3},
+                 {"version", 4},
                  {"target", {{"chip", "sm_90"}, {"features", "+ptx80"}}},
                  {"ptx", readFile(argv[1])},
                  {"kernels",

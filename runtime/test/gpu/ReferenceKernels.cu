@@ -21,10 +21,11 @@ constexpr int64_t kVectorElems = 8; // 16 bytes of bf16
 // One buffer: a pointer to its first element.
 #define KVRT_BUFFER(type, name) type *name
 
+// Scalars are i32 (bundle version 4).
 #define KVRT_STRIDES                                                           \
-  int64_t kT, int64_t kH, int64_t kD, int64_t vT, int64_t vH, int64_t vD,      \
-      int64_t kcB, int64_t kcH, int64_t kcP, int64_t kcD, int64_t vcB,         \
-      int64_t vcH, int64_t vcP, int64_t vcD
+  int32_t kT, int32_t kH, int32_t kD, int32_t vT, int32_t vH, int32_t vD,      \
+      int32_t kcB, int32_t kcH, int32_t kcP, int32_t kcD, int32_t vcB,         \
+      int32_t vcH, int32_t vcP, int32_t vcD
 
 namespace {
 
@@ -117,7 +118,7 @@ __device__ void fused(const uint16_t *key, const uint16_t *value,
 #define KVRT_APPEND_PARAMS                                                     \
   KVRT_BUFFER(const uint16_t, key), KVRT_BUFFER(const uint16_t, value),        \
       KVRT_BUFFER(const int64_t, slots), KVRT_BUFFER(uint16_t, keyCache),      \
-      KVRT_BUFFER(uint16_t, valueCache), int64_t numTokens, int64_t numBlocks, \
+      KVRT_BUFFER(uint16_t, valueCache), int32_t numTokens, int32_t numBlocks, \
       KVRT_STRIDES
 
 extern "C" __global__ void kv_append(KVRT_APPEND_PARAMS) {
@@ -133,8 +134,8 @@ extern "C" __global__ void kv_slots(KVRT_BUFFER(const int32_t, blockTable),
                                     KVRT_BUFFER(const int32_t, queryStartLoc),
                                     KVRT_BUFFER(const int32_t, contextLens),
                                     KVRT_BUFFER(int64_t, slots),
-                                    int64_t numTokens, int64_t numReqs,
-                                    int64_t tableStride, int64_t maxBlocks) {
+                                    int32_t numTokens, int32_t numReqs,
+                                    int32_t tableStride, int32_t maxBlocks) {
   int64_t token = currentToken();
   if (token < numTokens)
     slots[token] = slotFor(token, blockTable, queryStartLoc, contextLens,
@@ -147,8 +148,8 @@ extern "C" __global__ void kv_slots(KVRT_BUFFER(const int32_t, blockTable),
       KVRT_BUFFER(const int32_t, queryStartLoc),                               \
       KVRT_BUFFER(const int32_t, contextLens),                                 \
       KVRT_BUFFER(uint16_t, keyCache), KVRT_BUFFER(uint16_t, valueCache),      \
-      int64_t numTokens, int64_t numBlocks, int64_t numReqs,                   \
-      int64_t tableStride, int64_t maxBlocks, KVRT_STRIDES
+      int32_t numTokens, int32_t numBlocks, int32_t numReqs,                   \
+      int32_t tableStride, int32_t maxBlocks, KVRT_STRIDES
 
 extern "C" __global__ void kv_fused(KVRT_FUSED_PARAMS) {
   fused<true>(key, value, blockTable, queryStartLoc, contextLens, keyCache,

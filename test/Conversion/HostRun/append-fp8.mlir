@@ -97,20 +97,20 @@ func.func @main() {
     memref.store %p, %kc2[%i] : memref<?xf8E4M3FN>
     memref.store %p, %vc2[%i] : memref<?xf8E4M3FN>
   }
-  %n = arith.constant 3 : i64
-  %nb = arith.constant 2 : i64
-  %i1 = arith.constant 1 : i64
-  %i4 = arith.constant 4 : i64
-  %i8 = arith.constant 8 : i64
+  %n = arith.constant 3 : i32
+  %nb = arith.constant 2 : i32
+  %i1 = arith.constant 1 : i32
+  %i4 = arith.constant 4 : i32
+  %i8 = arith.constant 8 : i32
   // Strides: source [T, 1, 4]; cache [nb, bs, H, D] = block 8, head 4, pos 4, dim 1.
   func.call @fp8(%k, %k, %slots, %kc, %vc, %ks, %vs, %n, %nb,
                  %i4, %i4, %i1, %i4, %i4, %i1,
                  %i8, %i4, %i4, %i1, %i8, %i4, %i4, %i1)
-    : (memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xf8E4M3FN>, memref<?xf8E4M3FN>, memref<?xf32>, memref<?xf32>, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+    : (memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xf8E4M3FN>, memref<?xf8E4M3FN>, memref<?xf32>, memref<?xf32>, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32) -> ()
   func.call @fp8_scalar(%k, %k, %slots, %kc2, %vc2, %ks, %vs, %n, %nb,
                  %i4, %i4, %i1, %i4, %i4, %i1,
                  %i8, %i4, %i4, %i1, %i8, %i4, %i4, %i1)
-    : (memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xf8E4M3FN>, memref<?xf8E4M3FN>, memref<?xf32>, memref<?xf32>, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+    : (memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xf8E4M3FN>, memref<?xf8E4M3FN>, memref<?xf32>, memref<?xf32>, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32) -> ()
   func.call @print(%kc) : (memref<?xf8E4M3FN>) -> ()
   func.call @print(%vc) : (memref<?xf8E4M3FN>) -> ()
   func.call @print(%kc2) : (memref<?xf8E4M3FN>) -> ()

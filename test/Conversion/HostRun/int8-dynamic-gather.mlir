@@ -110,18 +110,18 @@ func.func @main() {
     memref.store %fm1, %ksc[%i] : memref<?xf32>
     memref.store %fm1, %vsc[%i] : memref<?xf32>
   }
-  %n = arith.constant 2 : i64
-  %nb = arith.constant 2 : i64
-  %i1 = arith.constant 1 : i64
-  %i4 = arith.constant 4 : i64
-  %i8 = arith.constant 8 : i64
-  %i16 = arith.constant 16 : i64
+  %n = arith.constant 2 : i32
+  %nb = arith.constant 2 : i32
+  %i1 = arith.constant 1 : i32
+  %i4 = arith.constant 4 : i32
+  %i8 = arith.constant 8 : i32
+  %i16 = arith.constant 16 : i32
   // Source [T, 2, 4]: token 8, head 4, dim 1. Cache [nb, H, bs, D]: block
   // 16, head 8, pos 4, dim 1.
   func.call @i8(%k, %k, %slots, %kc, %vc, %ksc, %vsc, %n, %nb,
                 %i8, %i4, %i1, %i8, %i4, %i1,
                 %i16, %i8, %i4, %i1, %i16, %i8, %i4, %i1)
-    : (memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xf32>, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+    : (memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xf32>, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32) -> ()
   func.call @print_i8(%kc) : (memref<?xi8>) -> ()
   func.call @print_i8(%vc) : (memref<?xi8>) -> ()
   func.call @print_f32(%ksc, %c8) : (memref<?xf32>, index) -> ()
@@ -138,11 +138,11 @@ func.func @main() {
     memref.store %f9, %ko[%i] : memref<?xf32>
     memref.store %f9, %vo[%i] : memref<?xf32>
   }
-  %g3 = arith.constant 3 : i64
+  %g3 = arith.constant 3 : i32
   func.call @g_scalar(%kc, %vc, %gslots, %ko, %vo, %ksc, %vsc, %g3, %nb,
                       %i8, %i4, %i1, %i8, %i4, %i1,
                       %i16, %i8, %i4, %i1, %i16, %i8, %i4, %i1)
-    : (memref<?xi8>, memref<?xi8>, memref<?xi64>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+    : (memref<?xi8>, memref<?xi8>, memref<?xi64>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32) -> ()
   func.call @print_f32(%ko, %c24) : (memref<?xf32>, index) -> ()
   func.call @print_f32(%vo, %c24) : (memref<?xf32>, index) -> ()
   return

@@ -3,7 +3,9 @@
 
 // kv-pin-before-slot on a hand-written kernel: with nvvm=true each value
 // marked kv.before_slot goes through an opaque mov.b64 that its later uses
-// read; without, the marks are only removed. Either way no mark remains.
+// read, and each i32 marked kv.keep_narrow (a block index narrowed past the
+// slot check) through an opaque mov.b32; without, the marks are only
+// removed. Either way no mark remains.
 
 // NVVM-LABEL: func.func @chunk(
 // NVVM: %[[A:.*]] = arith.addi %arg0, %arg1 : i64
@@ -23,4 +25,22 @@ func.func @chunk(%a: i64, %b: i64) -> i64 {
   %1 = arith.muli %b, %b : i64
   %2 = arith.addi %0, %1 : i64
   return %2 : i64
+}
+
+// NVVM-LABEL: func.func @block(
+// NVVM-NEXT: %[[N:.*]] = arith.trunci %arg0 : i64 to i32
+// NVVM-NEXT: %[[P:.*]] = llvm.inline_asm has_side_effects "mov.b32 $0, $1;", "=r,r" %[[N]] : (i32) -> i32
+// NVVM-NEXT: %[[W:.*]] = arith.extui %[[P]] : i32 to i64
+// NVVM-NEXT: return %[[W]] : i64
+// NVVM-NOT: kv.keep_narrow
+
+// HOST-LABEL: func.func @block(
+// HOST-NEXT: %[[N:.*]] = arith.trunci %arg0 : i64 to i32
+// HOST-NEXT: %[[W:.*]] = arith.extui %[[N]] : i32 to i64
+// HOST-NEXT: return %[[W]] : i64
+// HOST-NOT: kv.keep_narrow
+func.func @block(%a: i64) -> i64 {
+  %0 = arith.trunci %a {kv.keep_narrow} : i64 to i32
+  %1 = arith.extui %0 : i32 to i64
+  return %1 : i64
 }

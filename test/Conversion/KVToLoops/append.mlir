@@ -8,7 +8,17 @@
 // CHECK-SAME: %[[KEY:[^:]*]]: memref<?xbf16> {kv.name = "key"}
 // CHECK-SAME: %[[SLOTS:[^:]*]]: memref<?xi64> {kv.name = "slot_mapping"}
 // CHECK-SAME: %[[KCACHE:[^:]*]]: memref<?xbf16> {kv.name = "key_cache"}
-// CHECK-SAME: %[[NBLOCKS:[^:]*]]: i64 {kv.name = "num_blocks"}
+// The scalars are i32 (bundle version 4), every one of them; the slot
+// mapping, a buffer, keeps its i64 elements.
+// CHECK-NOT: i64 {kv.name
+// CHECK-SAME: %{{[^:]*}}: i32 {kv.name = "num_tokens"}
+// CHECK-NOT: i64 {kv.name
+// CHECK-SAME: %[[NBLOCKS:[^:]*]]: i32 {kv.name = "num_blocks"}
+// CHECK-NOT: i64 {kv.name
+// CHECK-SAME: %[[KC_BLOCK:[^:]*]]: i32 {kv.name = "key_cache_stride_block"}
+// CHECK-NOT: i64 {kv.name
+// CHECK-SAME: %[[KC_POS:[^:]*]]: i32 {kv.name = "key_cache_stride_pos"}
+// CHECK-NOT: i64 {kv.name
 // CHECK-SAME: attributes {kv.launch = #kv.launch<threads_x = 128, tokens_per_block = 1, chunks_per_token = 128>}
 // CHECK: scf.parallel (%[[T:.*]], %[[C:.*]]) = (%c0, %c0) to (%{{.*}}, %c128)
 // The slot-independent source offsets (K's and V's) come first, marked for
@@ -23,13 +33,30 @@
 // Block size 16: divide and modulo are a shift and a mask.
 // CHECK-DAG: %[[BLOCK:.*]] = arith.shrui %[[SLOT]], %c4_i64
 // CHECK-DAG: arith.andi %[[SLOT]], %c15_i64
-// CHECK-DAG: arith.cmpi ult, %[[BLOCK]], %[[NBLOCKS]]
+// CHECK-DAG: %[[NBLOCKS64:.*]] = arith.extui %[[NBLOCKS]] : i32 to i64
+// CHECK-DAG: arith.cmpi ult, %[[BLOCK]], %[[NBLOCKS64]]
 // CHECK-DAG: arith.cmpi sge, %[[SLOT]], %c0_i64
 // CHECK: scf.if
+// Past the check the block index is below num_blocks < 2^31: narrowed, and
+// marked so that kv-pin-before-slot keeps it narrow.
+// CHECK-NEXT: %[[BLOCK32:.*]] = arith.trunci %[[BLOCK]] {kv.keep_narrow} : i64 to i32
+// CHECK-NEXT: %[[BLOCK64:.*]] = arith.extui %[[BLOCK32]] : i32 to i64
 // CHECK: %[[KIDX:.*]] = arith.index_cast %[[KOFF]] : i64 to index
 // CHECK: vector.load %[[KEY]][%[[KIDX]]] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
 // CHECK: vector.load
-// CHECK: vector.store %{{.*}}, %[[KCACHE]][%{{.*}}] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// The key cache offset: the position's term within the block in i32, the
+// block's term the wide product of two zero-extended i32 values (one
+// mul.wide.u32 on NVPTX).
+// CHECK: arith.muli %{{.*}}, %[[KC_POS]] : i32
+// CHECK-NEXT: %[[INBLOCK:.*]] = arith.addi %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT: %[[INBLOCK64:.*]] = arith.extui %[[INBLOCK]] : i32 to i64
+// CHECK-NEXT: %[[BLOCKLO:.*]] = arith.trunci %[[BLOCK64]] : i64 to i32
+// CHECK-NEXT: %[[WSTRIDE:.*]] = arith.extui %[[KC_BLOCK]] : i32 to i64
+// CHECK-NEXT: %[[WBLOCK:.*]] = arith.extui %[[BLOCKLO]] : i32 to i64
+// CHECK-NEXT: %[[BTERM:.*]] = arith.muli %[[WBLOCK]], %[[WSTRIDE]] : i64
+// CHECK-NEXT: %[[KCOFF:.*]] = arith.addi %[[BTERM]], %[[INBLOCK64]] : i64
+// CHECK-NEXT: %[[KCIDX:.*]] = arith.index_cast %[[KCOFF]] : i64 to index
+// CHECK-NEXT: vector.store %{{.*}}, %[[KCACHE]][%[[KCIDX]]] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
 // CHECK: vector.store
 // CHECK-LABEL: func.func @nhd_scalar(
 // CHECK-NOT: vector.
@@ -66,14 +93,16 @@ kv.append @hnd_cast : !kv.cache<layout = paged_hnd, block_size = 32,
 // The legacy vectorized key cache splits d into (d / x, d % x), x = 8 for
 // f16; its value cache [nb, H, D, bs] takes element stores s_dim apart.
 // CHECK-LABEL: func.func @vllm(
-// CHECK-SAME: %[[KC_DIM:[^:]*]]: i64 {kv.name = "key_cache_stride_dim"}
-// CHECK-SAME: %[[VC_DIM:[^:]*]]: i64 {kv.name = "value_cache_stride_dim"}
-// CHECK: %[[D0:.*]] = arith.muli %{{.*}}, %c8_i64
-// CHECK-DAG: arith.andi %[[D0]], %c7_i64
-// CHECK-DAG: %[[GROUP:.*]] = arith.shrui %[[D0]], %c3_i64
-// CHECK-DAG: arith.muli %[[GROUP]], %[[KC_DIM]]
+// CHECK-SAME: %[[KC_DIM:[^:]*]]: i32 {kv.name = "key_cache_stride_dim"}
+// CHECK-SAME: %[[VC_DIM:[^:]*]]: i32 {kv.name = "value_cache_stride_dim"}
+// The head and dim terms are i32 (within one block).
+// CHECK: arith.muli %{{.*}}, %c8_i32 : i32
+// CHECK: arith.andi %[[D0:.*]], %c7_i32 : i32
+// CHECK: %[[GROUP:.*]] = arith.shrui %[[D0]], %c3_i32 : i32
+// CHECK-NEXT: arith.muli %[[GROUP]], %[[KC_DIM]] : i32
+// CHECK: arith.muli %{{.*}}, %[[VC_DIM]] : i32
 // CHECK: vector.store {{.*}} : memref<?xf16>, vector<8xf16>
-// CHECK: arith.muli %[[D0]], %[[VC_DIM]]
+// CHECK: arith.muli %c1_i32, %[[VC_DIM]] : i32
 // CHECK-COUNT-8: memref.store %{{.*}} : memref<?xf16>
 kv.append @vllm : !kv.cache<layout = vllm_vectorized, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = f16> from f16

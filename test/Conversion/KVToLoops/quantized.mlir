@@ -56,11 +56,16 @@ kv.append @fp8_from_f32 : !kv.cache<layout = paged_nhd, block_size = 16,
 // Per block: the scale of the slot's block and the chunk's head (known
 // before the slot, like the rest of the chunk's slot-independent math).
 // CHECK-LABEL: func.func @e5m2_block(
-// CHECK: %[[HEAD:.*]] = arith.shrui
+// The head is i32 math (within a token), used zero-extended; the block is
+// narrowed past the slot check (kv.keep_narrow), used zero-extended too.
+// CHECK: %[[HEAD:.*]] = arith.shrui %{{.*}}, %c4_i32 : i32
+// CHECK-NEXT: %[[HEAD64:.*]] = arith.extui %[[HEAD]] : i32 to i64
 // CHECK: %[[BLK:.*]] = arith.shrui %{{.*}}, %c5_i64
 // CHECK: scf.if
-// CHECK: %[[ROW:.*]] = arith.muli %[[BLK]], %c4_i64
-// CHECK: %[[IDX:.*]] = arith.addi %[[ROW]], %[[HEAD]]
+// CHECK-NEXT: %[[BLK32:.*]] = arith.trunci %[[BLK]] {kv.keep_narrow} : i64 to i32
+// CHECK-NEXT: %[[BLK64:.*]] = arith.extui %[[BLK32]] : i32 to i64
+// CHECK: %[[ROW:.*]] = arith.muli %[[BLK64]], %c4_i64
+// CHECK: %[[IDX:.*]] = arith.addi %[[ROW]], %[[HEAD64]]
 // CHECK: %[[IX:.*]] = arith.index_cast %[[IDX]]
 // CHECK: memref.load %{{.*}}[%[[IX]]] : memref<?xf32>
 // CHECK: arith.truncf {{.*}} to vector<{{[0-9]+}}xf8E5M2>

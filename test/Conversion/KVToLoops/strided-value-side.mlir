@@ -10,10 +10,11 @@
 
 // CHECK-LABEL: func.func @append(
 // CHECK-SAME: %[[VC:[^:]*]]: memref<?xf16> {kv.name = "value_cache"}
-// CHECK-SAME: %[[VC_DIM:[^:]*]]: i64 {kv.name = "value_cache_stride_dim"}
-// The key side: one 16-byte store; the value side's offset: d0 * s_dim.
+// CHECK-SAME: %[[VC_DIM:[^:]*]]: i32 {kv.name = "value_cache_stride_dim"}
+// The key side: one 16-byte store; the value side's offset: d0 * s_dim, in
+// i32 (a term within one block).
 // CHECK-DAG: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xf16>, vector<8xf16>
-// CHECK-DAG: arith.muli %{{.*}}, %[[VC_DIM]] : i64
+// CHECK-DAG: arith.muli %{{.*}}, %[[VC_DIM]] : i32
 // CHECK-NOT: vector.store
 // CHECK-COUNT-8: memref.store %{{.*}}, %[[VC]][%{{.*}}] : memref<?xf16>
 // CHECK-NOT: vector.store
@@ -28,9 +29,9 @@ kv.append @append : !kv.cache<layout = vllm_vectorized, block_size = 16,
 // CHECK-LABEL: func.func @gather(
 // CHECK-SAME: %[[KC:[^:]*]]: memref<?xf16> {kv.name = "key_cache"}
 // CHECK-SAME: %[[VC:[^:]*]]: memref<?xf16> {kv.name = "value_cache"}
-// CHECK-SAME: %[[VC_DIM:[^:]*]]: i64 {kv.name = "value_cache_stride_dim"}
+// CHECK-SAME: %[[VC_DIM:[^:]*]]: i32 {kv.name = "value_cache_stride_dim"}
 // CHECK-DAG: vector.load %[[KC]][%{{.*}}] {alignment = 16 : i64} : memref<?xf16>, vector<8xf16>
-// CHECK-DAG: arith.muli %{{.*}}, %[[VC_DIM]] : i64
+// CHECK-DAG: arith.muli %{{.*}}, %[[VC_DIM]] : i32
 // CHECK-NOT: vector.load
 // CHECK-COUNT-8: memref.load %[[VC]][%{{.*}}] : memref<?xf16>
 // CHECK: vector.from_elements
