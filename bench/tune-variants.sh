@@ -49,8 +49,7 @@ fi
 for cache in bf16 fp8 i8; do
   variant "t_$cache" "$cache" "$kvgen"
 done
-variant t_bf16_nc bf16 "$kvgen" --kvgen-noalias=false
-variant t_fp8_nc fp8 "$kvgen" --kvgen-noalias=false
-variant t_fp8_ieee fp8 "$kvgen" --kvgen-fast-division=false
+variant t_bf16_c2 bf16 "$kvgen" --kvgen-chunks-per-thread=2
+variant t_fp8_c2 fp8 "$kvgen" --kvgen-chunks-per-thread=2
 variant t_fp8_m0 fp8 "$kvgen" --kvgen-min-blocks-per-sm=0
 cat "$dst/variants.txt"
