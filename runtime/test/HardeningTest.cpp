@@ -207,6 +207,15 @@ TEST_F(LaunchTest, ExtentReachingPastTheAddressLimitIsRefused) {
 // The ABI's 32-bit scalars and offsets (docs/KERNEL-ABI.md, "Limits")
 //===----------------------------------------------------------------------===//
 
+/// Moves `tensor` to a made-up address far above the heap: its strides
+/// reach gigabytes, which from a heap address would overlap the other
+/// tensors and be refused for that first. Nothing is dereferenced: the
+/// launches below are refused.
+static void placeFarAway(HostTensor &tensor) {
+  tensor.get()->data = reinterpret_cast<void *>(uintptr_t(1) << 50);
+  tensor.get()->byte_offset = 0;
+}
+
 TEST_F(LaunchTest, StridePastTheI32ScalarIsRefused) {
   // One block of V 2^31 elements from the next: every element is in range
   // of the address checks, but the stride does not fit the kernel's i32.
@@ -214,6 +223,7 @@ TEST_F(LaunchTest, StridePastTheI32ScalarIsRefused) {
                                    {1, 1, 1, 1});
   valueCache.shapeRef() = {kBlocks, kBlockSize, kHeads, kHeadDim};
   valueCache.stridesRef() = {int64_t(1) << 31, kHeads * kHeadDim, kHeadDim, 1};
+  placeFarAway(valueCache);
   expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
                 {"value_cache_stride_block is 2147483648, past 2^31 - 1"});
 }
@@ -224,6 +234,7 @@ TEST_F(LaunchTest, TokenSpanningPastTheI32OffsetIsRefused) {
   key = HostTensor::strided(bf16(), {kTokens, kHeads, 1}, {1, 1, 1});
   key.shapeRef() = {kTokens, kHeads, kHeadDim};
   key.stridesRef() = {int64_t(1) << 32, int64_t(1) << 31, 1};
+  placeFarAway(key);
   std::string span =
       std::to_string((kHeads - 1) * (int64_t(1) << 31) + kHeadDim);
   expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
@@ -239,6 +250,7 @@ TEST_F(LaunchTest, BlockSpanningPastTheI32OffsetIsRefused) {
                                  {1, 1, 1, 1});
   keyCache.shapeRef() = {kBlocks, kBlockSize, kHeads, kHeadDim};
   keyCache.stridesRef() = {int64_t(1) << 32, int64_t(1) << 30, kHeadDim, 1};
+  placeFarAway(keyCache);
   std::string span =
       std::to_string((kBlockSize - 1) * (int64_t(1) << 30) + kHeads * kHeadDim);
   expectRefused(append(), KVRT_ERROR_INVALID_ARGUMENT,
