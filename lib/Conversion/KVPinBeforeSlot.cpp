@@ -6,8 +6,9 @@
 // only block that uses it, behind the slot check, where it adds to the
 // critical path again. An opaque identity (a side-effecting PTX mov) is the
 // one thing LLVM will not sink; ptxas still schedules it freely. The same
-// identity keeps a narrowed block index narrow (kv.keep_narrow), which LLVM
-// would otherwise widen back, having proved the narrowing redundant.
+// identity keeps a narrowed block or token index narrow (kv.keep_narrow),
+// which LLVM would otherwise widen back, having proved the narrowing
+// redundant.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,7 +44,7 @@ struct KVPinBeforeSlotPass
       if (!nvvm)
         continue;
       // kv-to-loops marks 64-bit address terms before the slot and 32-bit
-      // block indices after it; a mark on anything else would silently go
+      // block and token indices; a mark on anything else would silently go
       // unpinned.
       if (op->getNumResults() != 1 ||
           !op->getResult(0).getType().isInteger(width)) {

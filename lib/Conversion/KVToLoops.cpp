@@ -253,13 +253,15 @@ void KernelBuilder::build() {
                                       ValueRange{one, one});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  Value t = toNarrowI64(loop.getInductionVars()[0]);
-  // With one token per block the token is the block index, which LLVM keeps
-  // a zero extension; a sum of block and thread indices it would fold back
-  // into i64 math, so that one is pinned narrow.
+  // The token index, below num_tokens < 2^31, as a zero-extended i32. With
+  // one token per block it is the block index, which LLVM keeps a zero
+  // extension; a sum of block and thread indices it would fold back into
+  // i64 math, so that one is pinned narrow.
+  Value t32 = arith::IndexCastUIOp::create(b, b.getI32Type(),
+                                           loop.getInductionVars()[0]);
   if (plan.tokensPerBlock > 1)
-    t.getDefiningOp()->getOperand(0).getDefiningOp()->setAttr(
-        kKeepNarrowAttrName, b.getUnitAttr());
+    t32.getDefiningOp()->setAttr(kKeepNarrowAttrName, b.getUnitAttr());
+  Value t = ext(t32);
   Value c = loop.getInductionVars()[1];
 
   switch (plan.kind) {

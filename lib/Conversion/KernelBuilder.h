@@ -103,10 +103,6 @@ private:
   Value toI64(Value v) {
     return arith::IndexCastOp::create(b, b.getI64Type(), v);
   }
-  /// An index in [0, 2^31) as an i64 zero extension of an i32 (`narrow`).
-  Value toNarrowI64(Value v) {
-    return ext(arith::IndexCastUIOp::create(b, b.getI32Type(), v));
-  }
   Value add(Value a, Value c) { return arith::AddIOp::create(b, a, c); }
   Value sub(Value a, Value c) { return arith::SubIOp::create(b, a, c); }
   Value mul(Value a, Value c) { return arith::MulIOp::create(b, a, c); }

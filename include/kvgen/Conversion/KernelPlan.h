@@ -98,10 +98,11 @@ inline constexpr llvm::StringLiteral kLaunchAttrName = "kv.launch";
 /// load on purpose (it needs no slot); kv-pin-before-slot keeps it there.
 inline constexpr llvm::StringLiteral kBeforeSlotAttrName = "kv.before_slot";
 
-/// Marks an i32 that kv-to-loops narrowed from an i64 it knows to be below
-/// 2^31 (the block index past the slot check), so that its products are
-/// mul.wide.u32; kv-pin-before-slot hides it from LLVM, which would otherwise
-/// fold the narrowing back into the i64 it came from.
+/// Marks an i32 that kv-to-loops narrowed from a wider value it knows to be
+/// below 2^31 (the block index past the slot check; the token index of a
+/// block of several tokens), so that its products are mul.wide.u32;
+/// kv-pin-before-slot hides it from LLVM, which would otherwise fold the
+/// narrowing back into 64-bit math.
 inline constexpr llvm::StringLiteral kKeepNarrowAttrName = "kv.keep_narrow";
 
 /// Name of the function attribute that carries a plan's minBlocksPerSM (an

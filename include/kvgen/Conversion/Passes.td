@@ -80,9 +80,10 @@ def KVPinBeforeSlot : Pass<"kv-pin-before-slot"> {
     marks are removed.
 
     The same opaque copy (`mov.b32`) keeps an i32 marked `kv.keep_narrow`:
-    a block index narrowed after the slot check, which LLVM would fold back
-    into the i64 it was truncated from, costing each product of it a full
-    64-bit multiply instead of one mul.wide.u32.
+    a block index narrowed after the slot check, or the token index of a
+    block of several tokens, which LLVM would fold back into 64-bit math,
+    costing each product of it a full 64-bit multiply instead of one
+    mul.wide.u32.
   }];
   let options = [
     Option<"nvvm", "nvvm", "bool", /*default=*/"false",
