@@ -55,7 +55,8 @@ static void setRowStrides(ParamValues *values, Param token,
 static int64_t innerSpan(const TensorView &view) {
   int64_t span = 1;
   for (int i = 1; i < view.rank; ++i)
-    span += (view.shape[i] - 1) * view.strides[i];
+    if (view.shape[i] > 0) // an empty dimension reaches nothing
+      span += (view.shape[i] - 1) * view.strides[i];
   return span;
 }
 
