@@ -71,8 +71,12 @@ void KernelBuilder::emitIfValidSlot(Value slot, Value &block, Value &pos) {
 void KernelBuilder::emitAppend(ArrayRef<ChunkAddresses> chunks, Value block,
                                Value pos, ArrayRef<Value> scales) {
   kv::QuantAttr quant = cache.getQuant();
-  // A quantized cache scales the exact fp32 value: never cast before.
-  Type to = quant ? b.getF32Type() : cache.getDtype();
+  // A quantized cache scales the exact fp32 value: never cast before. The
+  // fast division takes the 16-bit source as loaded (its window test reads
+  // the source's bits) and extends it itself.
+  Type to = !quant              ? cache.getDtype()
+            : plan.fastDivision ? plan.sourceType
+                                : b.getF32Type();
   auto load = [&](const ChunkAddresses &at, bool isKey) {
     return map(loadChunkAt(arg(isKey ? abi::Param::Key : abi::Param::Value),
                            sourceStrides(isKey),

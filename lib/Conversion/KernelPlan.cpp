@@ -198,9 +198,9 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     base.chunksPerThread = 2;
   }
   // The quantizing division of a 16-bit float source by a static scale:
-  // one reciprocal a scale, then a multiply and two fmas an element, the
-  // same bits as IEEE division (Quantize.h, emitDivide), where IEEE
-  // division is a reciprocal, a check and a slow-path branch per element
+  // one reciprocal a scale, then a multiply, two fmas and a sign fix an
+  // element, the same bytes as IEEE division (Quantize.h, emitDivide), where
+  // IEEE division is a reciprocal, a check and a slow-path branch per element
   // (docs/PERFORMANCE.md, tuning step 11). A dynamic
   // scale is a fresh divisor per group, its kernel already at the register
   // bound: it keeps IEEE division.

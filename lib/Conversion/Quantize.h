@@ -16,20 +16,22 @@
 
 namespace kvgen {
 
-/// `x` (f32) divided by the scale (or multiplied by `1 / scale` for a
-/// reciprocal description: pass the reciprocal then), saturated and rounded
-/// to the quantized kind's storage type. `fastDivision`: the division is
-/// emitDivide's (for x converted from 16-bit floats), else arith.divf.
+/// `x` divided by the scale (or multiplied by `1 / scale` for a reciprocal
+/// description: pass the reciprocal then), saturated and rounded to the
+/// quantized kind's storage type. `x` is f32, or a 16-bit float that is
+/// extended exactly. `fastDivision` (x bf16 or f16): the division is
+/// emitDivide's, else arith.divf.
 mlir::Value emitQuantize(mlir::ImplicitLocOpBuilder &b, mlir::Value x,
                          mlir::Value scale, kv::QuantAttr quant,
                          mlir::Type storage, bool fastDivision);
 
-/// x / scale (f32, a scalar scale), the same bits as IEEE division: one
-/// reciprocal per scale and three fused operations an element, IEEE
-/// division itself where that identity is not proven (an scf.if over the
-/// whole vector). Proven for x of at most 11 significant bits: use it for
-/// values converted from bf16 or f16.
-mlir::Value emitDivide(mlir::ImplicitLocOpBuilder &b, mlir::Value x,
+/// `src` (bf16 or f16, scalar or vector) extended to f32 and divided by the
+/// f32 scalar `scale`: one reciprocal per scale and three fused operations
+/// and a sign fix an element, IEEE division itself outside the window where
+/// the identity is tested (an scf.if over the whole vector). The quotient
+/// has IEEE division's bits wherever either is at least 2^-48 in magnitude,
+/// and otherwise its sign: the same bytes once rounded to fp8 or int8.
+mlir::Value emitDivide(mlir::ImplicitLocOpBuilder &b, mlir::Value src,
                        mlir::Value scale);
 
 /// `float(q) * scale` in f32.

@@ -70,8 +70,9 @@ struct KernelPlan {
   /// quantization needs a few more registers keeps full occupancy.
   int64_t minBlocksPerSM = 0;
   /// A quantized append divides by its scale with emitDivide (a reciprocal
-  /// once, then a multiply and two fmas an element; proven for 16-bit float
-  /// sources) instead of IEEE division per element: the same bits.
+  /// once, then a multiply, two fmas and a sign fix an element; tested for
+  /// 16-bit float sources) instead of IEEE division per element: the same
+  /// stored bytes.
   bool fastDivision = false;
 
   /// Iterations of the chunk loop per token.

@@ -6,21 +6,28 @@
 // clamped first with NaN-propagating min/max.
 
 // A 16-bit float source and a static scale: the division is the reciprocal
-// and two fmas (the bits of IEEE division) when every element and the scale
-// are in [2^-60, 2^60] in magnitude (or the element is zero: then x * 1/s
-// itself), IEEE division otherwise; K's bytes are stored before V's
-// division.
+// and two fmas with q0's sign ORed in (the bits of IEEE division) when the
+// scale is in [2^-60, 2^60] in magnitude and no element of the bf16 source
+// is past 2^60 (one unsigned max over the 16-bit magnitudes; an infinity or
+// a NaN is past it too), IEEE division otherwise; K's bytes are stored
+// before V's division.
 // CHECK-LABEL: func.func @fp8_tensor(
 // CHECK-SAME: memref<?xf8E4M3FN> {kv.name = "key_cache"}, %{{.*}}: memref<?xf8E4M3FN> {kv.name = "value_cache"}, %[[KS:.*]]: memref<?xf32> {kv.name = "key_scale"}, %{{.*}}: memref<?xf32> {kv.name = "value_scale"}
+// CHECK-DAG: %[[SIGNBIT:.*]] = arith.constant dense<-2147483648> : vector<8xi32>
+// CHECK-DAG: %[[MAGBITS:.*]] = arith.constant dense<32767> : vector<8xi16>
 // CHECK: scf.if
 // CHECK: %[[S:.*]] = memref.load %[[KS]][%c0]
 // CHECK: %[[K:.*]] = vector.load {{.*}} vector<8xbf16>
 // CHECK: %[[KF:.*]] = arith.extf %[[K]] : vector<8xbf16> to vector<8xf32>
-// CHECK: %[[ZERO:.*]] = arith.cmpf oeq, %[[KF]], %{{.*}} : vector<8xf32>
-// CHECK: %[[OFF:.*]] = arith.select %[[ZERO]], %{{.*}} : vector<8xi1>, vector<8xi32>
-// CHECK: %[[MAX:.*]] = vector.reduction <maxui>, %[[OFF]] : vector<8xi32> into i32
-// CHECK: %[[ALL:.*]] = arith.maxui %[[MAX]], %{{.*}} : i32
-// CHECK: %[[OK:.*]] = arith.cmpi ule, %[[ALL]], %c1006632960_i32 : i32
+// CHECK: %[[SB:.*]] = arith.bitcast %[[S]] : f32 to i32
+// CHECK: %[[SM:.*]] = arith.andi %[[SB]], %c2147483647_i32 : i32
+// CHECK: %[[SOFF:.*]] = arith.subi %[[SM]], %c562036736_i32 : i32
+// CHECK: %[[SOK:.*]] = arith.cmpi ule, %[[SOFF]], %c1006632960_i32 : i32
+// CHECK: %[[KB:.*]] = arith.bitcast %[[K]] : vector<8xbf16> to vector<8xi16>
+// CHECK: %[[KM:.*]] = arith.andi %[[KB]], %[[MAGBITS]] : vector<8xi16>
+// CHECK: %[[MAX:.*]] = vector.reduction <maxui>, %[[KM]] : vector<8xi16> into i16
+// CHECK: %[[KOK:.*]] = arith.cmpi ule, %[[MAX]], %c23936_i16 : i16
+// CHECK: %[[OK:.*]] = arith.andi %[[KOK]], %[[SOK]] : i1
 // CHECK: %[[Q:.*]] = scf.if %[[OK]] -> (vector<8xf32>) {
 // CHECK: %[[Y:.*]] = arith.divf %{{.*}}, %[[S]] : f32
 // CHECK: %[[YB:.*]] = vector.broadcast %[[Y]]
@@ -28,7 +35,11 @@
 // CHECK: %[[NQ0:.*]] = arith.negf %[[Q0]]
 // CHECK: %[[R:.*]] = llvm.intr.fma(%[[NQ0]], %{{.*}}, %[[KF]])
 // CHECK: %[[Q1:.*]] = llvm.intr.fma(%[[R]], %[[YB]], %[[Q0]])
-// CHECK: %[[FAST:.*]] = arith.select %[[ZERO]], %[[Q0]], %[[Q1]]
+// CHECK: %[[Q0B:.*]] = arith.bitcast %[[Q0]] : vector<8xf32> to vector<8xi32>
+// CHECK: %[[SIGN:.*]] = arith.andi %[[Q0B]], %[[SIGNBIT]] : vector<8xi32>
+// CHECK: %[[Q1B:.*]] = arith.bitcast %[[Q1]] : vector<8xf32> to vector<8xi32>
+// CHECK: %[[FIXED:.*]] = arith.ori %[[Q1B]], %[[SIGN]] : vector<8xi32>
+// CHECK: %[[FAST:.*]] = arith.bitcast %[[FIXED]] : vector<8xi32> to vector<8xf32>
 // CHECK: scf.yield %[[FAST]]
 // CHECK: } else {
 // CHECK: %[[SLOW:.*]] = arith.divf %[[KF]], %{{.*}} : vector<8xf32>
@@ -90,6 +101,20 @@ kv.append @int8_head_recip : !kv.cache<layout = contiguous, max_seq_len = 100,
     num_kv_heads = 8, head_dim = 128, dtype = i8,
     quant = #kv.quant<kind = int8, granularity = per_head, mode = static,
                       reciprocal = true>> from f16
+
+// An f16 source: every finite f16 is inside [2^-24, 65504] or zero, so the
+// source's bound is the largest finite f16 (0x7BFF): only an infinity or a
+// NaN takes IEEE division.
+// CHECK-LABEL: func.func @int8_from_f16(
+// CHECK: %[[KB:.*]] = arith.bitcast %{{.*}} : vector<8xf16> to vector<8xi16>
+// CHECK: %[[KM:.*]] = arith.andi %[[KB]], %{{.*}} : vector<8xi16>
+// CHECK: %[[MAX:.*]] = vector.reduction <maxui>, %[[KM]] : vector<8xi16> into i16
+// CHECK: arith.cmpi ule, %[[MAX]], %c31743_i16 : i16
+// CHECK: llvm.intr.fma
+// CHECK: arith.fptosi {{.*}} : vector<8xf32> to vector<8xi8>
+kv.append @int8_from_f16 : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 8, head_dim = 128, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_tensor, mode = static>> from f16
 
 // Dynamic per token head: one iteration per (token, head), spread over 16
 // lanes (one 8-element chunk each, 128 threads per token; chunks_per_token

@@ -292,7 +292,8 @@ public:
           float s = desc.quant->dynamic()
                         ? magnitude[t]
                         : scales.staticScale(key, t, h, blockOf(slots[t]));
-          return quantSourceValue(kind, s, /*specials=*/true, rng);
+          return quantSourceValue(kind, s, /*specials=*/true, rng,
+                                  /*outliers=*/!desc.quant->dynamic());
         },
         failure);
   }

@@ -275,9 +275,11 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
                             : slot / desc.blockSize;
         float s = scales[staticScaleIndex(desc, t, h, block)];
         storeBits(p, desc.sourceDtype,
-                  floatToElement(quantSourceValue(desc.quant->kind, s,
-                                                  /*specials=*/true, env.rng),
-                                 desc.sourceDtype));
+                  floatToElement(
+                      quantSourceValue(desc.quant->kind, s, /*specials=*/true,
+                                       env.rng,
+                                       /*outliers=*/!desc.quant->dynamic()),
+                      desc.sourceDtype));
       }
   auto element = [&](int64_t t, int64_t h, int64_t d) {
     return loadBits(source.data() + (t * rowElems + h * dim + d) * srcBytes,

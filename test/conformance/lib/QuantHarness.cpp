@@ -326,7 +326,7 @@ bool OutputSet::check(std::string &report, int maxShown) {
 //===----------------------------------------------------------------------===//
 
 float quantSourceValue(QuantKind kind, float scale, bool specials,
-                       std::mt19937_64 &rng) {
+                       std::mt19937_64 &rng, bool outliers) {
   const float qmax = quantMax(kind);
   // log2 of the span from the smallest subnormal (or 1 for int8) to qmax.
   const int span = kind == QuantKind::FP8E4M3   ? 18
@@ -358,6 +358,15 @@ float quantSourceValue(QuantKind kind, float scale, bool specials,
     return sign * INFINITY;
   } else if (specials && pick < 96) {
     return NAN;
+  } else if (outliers && pick < 97) {
+    // Finite, past 2^60 (a bf16 source keeps it; f16 makes it infinite).
+    return sign * std::ldexp(1.0f + static_cast<float>(rng() % 128) / 128,
+                             61 + static_cast<int>(rng() % 66));
+  } else if (outliers && pick < 98) {
+    // Nonzero, under 2^-60: bf16 keeps it (as a subnormal below 2^-126),
+    // f16 flushes it to zero.
+    return sign * std::ldexp(1.0f + static_cast<float>(rng() % 128) / 128,
+                             -133 + static_cast<int>(rng() % 73));
   } else {
     y = qmax * static_cast<float>(rng() % 1000) / 1000;
   }

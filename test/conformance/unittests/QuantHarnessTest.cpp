@@ -258,9 +258,11 @@ TEST(QuantHarnessTest, SourceValuesCoverTheFormat) {
   std::mt19937_64 rng(3);
   for (QuantKind kind :
        {QuantKind::FP8E4M3, QuantKind::FP8E5M2, QuantKind::Int8}) {
-    int saturating = 0, tiny = 0, nan = 0, inf = 0;
+    int saturating = 0, tiny = 0, nan = 0, inf = 0, past = 0, under = 0;
     for (int i = 0; i < 20000; ++i) {
-      float x = quantSourceValue(kind, 0.5f, true, rng);
+      float x = quantSourceValue(kind, 0.5f, true, rng, /*outliers=*/true);
+      past += std::isfinite(x) && std::fabs(x) > 0x1p60f;
+      under += x != 0 && std::fabs(x) < 0x1p-60f;
       float y = x / 0.5f;
       nan += std::isnan(y);
       inf += std::isinf(y);
@@ -275,6 +277,17 @@ TEST(QuantHarnessTest, SourceValuesCoverTheFormat) {
     EXPECT_GT(tiny, 100) << quantKindName(kind);
     EXPECT_GT(nan, 100) << quantKindName(kind);
     EXPECT_GT(inf, 100) << quantKindName(kind);
+    EXPECT_GT(past, 100) << quantKindName(kind);
+    EXPECT_GT(under, 100) << quantKindName(kind);
+  }
+}
+
+TEST(QuantHarnessTest, OutliersOnlyWhenAskedFor) {
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 20000; ++i) {
+    float x = quantSourceValue(QuantKind::FP8E4M3, 0.5f, true, rng);
+    EXPECT_FALSE(std::isfinite(x) && std::fabs(x) > 0x1p60f) << x;
+    EXPECT_FALSE(x != 0 && std::fabs(x) < 0x1p-60f) << x;
   }
 }
 

@@ -101,9 +101,12 @@ private:
 /// across the format's whole range (subnormals included), with a share of
 /// exact codes and midpoints between codes (rounding ties when `scale` is a
 /// power of two), values past saturation, zeros of both signs and, with
-/// `specials`, infinities and NaN.
+/// `specials`, infinities and NaN. With `outliers`, also finite values past
+/// 2^60 and nonzero ones under 2^-60, whatever the scale: either side of
+/// the fast division's window (lib/Conversion/Quantize.cpp). Only for a
+/// static scale: in a dynamic group one of them would set the scale.
 float quantSourceValue(QuantKind kind, float scale, bool specials,
-                       std::mt19937_64 &rng);
+                       std::mt19937_64 &rng, bool outliers = false);
 
 /// The roundtrip of a quantized append through a gather to f32: for each
 /// row i with a written slot and each element, the gathered value x' of the
