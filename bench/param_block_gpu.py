@@ -3,15 +3,17 @@
 
     python3 bench/param_block_gpu.py [--json OUT.json]
 
-Two kernels that do nothing but read every parameter (a store that never
-happens depends on all of them): one with the Triton append's parameters
-(7 pointers and 7 32-bit integers, about 100 bytes with Triton's own two
-scratch pointers), one with the generated append's (7 pointers and 16
-64-bit integers, 184 bytes). Each is launched 100 times into a CUDA graph
-with the decode grids of docs/PERFORMANCE.md (1 and 128 blocks of 128
-threads); replays are timed with CUDA events, us per node, median of 15.
-The difference between the two is what the wider parameter block costs a
-launch, with no memory traffic of the kernel's own. Needs torch and Triton
+Kernels that do nothing but read their parameters (a store that never
+happens depends on them): one with the Triton append's parameters (7
+pointers and 7 32-bit integers, about 100 bytes with Triton's own two
+scratch pointers), one with the version-3 generated append's (7 pointers and
+16 64-bit integers, 184 bytes), and two with the version-4 bf16 append's:
+5 pointers and 16 32-bit integers of which 11 are read, and the same
+without the 4 dim strides (12 integers, 11 read). Each is launched 100 times
+into a CUDA graph at 1, 32, 128 and 512 blocks of 128 threads (the decode
+grids of docs/PERFORMANCE.md); replays are timed with CUDA events, us per
+node, median of 15. The differences are what the parameters cost a launch,
+with no memory traffic of the kernel's own. Needs torch and Triton
 on a CUDA machine; not part of any test.
 """
 
@@ -64,22 +66,52 @@ def main(argv=None):
               a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 +
               a12 + a13 + a14 + a15)
 
+    @triton.jit
+    def touch5(p0, p1, p2, p3, p4, s):
+        if s == 7:
+            tl.store(p0 + s, 1)
+            tl.store(p1 + s, 1)
+            tl.store(p2 + s, 1)
+            tl.store(p3 + s, 1)
+            tl.store(p4 + s, 1)
+
+    @triton.jit
+    def append16(p0, p1, p2, p3, p4, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9,
+                 a10, a11, a12, a13, a14, a15):
+        # The bf16 append's list (bundle version 4): 5 pointers, 16 x i32,
+        # of which it reads 11 (not num_tokens, not the 4 dim strides).
+        touch5(p0, p1, p2, p3, p4,
+               a1 + a3 + a4 + a6 + a7 + a9 + a10 + a11 + a13 + a14 + a15)
+
+    @triton.jit
+    def append12(p0, p1, p2, p3, p4, a0, a1, a3, a4, a6, a7, a9, a10, a11,
+                 a13, a14, a15):
+        # The same without the 4 dim strides: 5 pointers, 12 x i32.
+        touch5(p0, p1, p2, p3, p4,
+               a1 + a3 + a4 + a6 + a7 + a9 + a10 + a11 + a13 + a14 + a15)
+
     bufs = [torch.zeros(1 << 20, dtype=torch.int8, device="cuda")
             for _ in range(7)]
     # Neither 1 nor a multiple of 16, so Triton keeps them as parameters;
     # past 2^31 for the wide kernel, so they are 64-bit.
     narrow_ints = [100003 + 2 * i for i in range(7)]
     wide_ints = [(1 << 33) + 3 + 2 * i for i in range(16)]
+    append_ints = [100003 + 2 * i for i in range(16)]
     kernels = {
         "narrow (7 pointers, 7 x i32)":
             lambda grid: narrow[grid](*bufs, *narrow_ints, num_warps=4),
         "wide (7 pointers, 16 x i64)":
             lambda grid: wide[grid](*bufs, *wide_ints, num_warps=4),
+        "append (5 pointers, 16 x i32, 11 read)":
+            lambda grid: append16[grid](*bufs[:5], *append_ints, num_warps=4),
+        "append (5 pointers, 12 x i32, 11 read)":
+            lambda grid: append12[grid](*bufs[:5], *append_ints[:12],
+                                        num_warps=4),
     }
     stream = torch.cuda.Stream()
     results = []
     with torch.cuda.stream(stream):
-        for blocks in (1, 128):
+        for blocks in (1, 32, 128, 512):
             for name, launch in kernels.items():
                 launch((blocks,))  # compile and warm up
                 torch.cuda.synchronize()
