@@ -201,9 +201,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   // one reciprocal a scale, then a multiply, two fmas and a sign fix an
   // element, the same bytes as IEEE division (Quantize.h, emitDivide), where
   // IEEE division is a reciprocal, a check and a slow-path branch per element
-  // (docs/PERFORMANCE.md, tuning step 11). A dynamic
-  // scale is a fresh divisor per group, its kernel already at the register
-  // bound: it keeps IEEE division.
+  // (docs/PERFORMANCE.md, tuning step 11). A dynamic scale keeps IEEE
+  // division: with the fast division its kernel spills at the register
+  // bound and, unbounded, loses 3-7% in prefill for 6-11% in decode (tuning
+  // step 18).
   base.fastDivision =
       clFastDivision && quant && quant.getMode() == kv::ScaleMode::Static &&
       !quant.getReciprocal() && base.kind != KernelKind::Gather &&

@@ -94,9 +94,8 @@ static Value sourceInWindow(ImplicitLocOpBuilder &b, Value src) {
   if (isa<VectorType>(type))
     mag = vector::ReductionOp::create(b, vector::CombiningKind::MAXUI, mag);
   uint16_t high = getElementTypeOrSelf(type).isBF16() ? kBf16High : kF16High;
-  return arith::CmpIOp::create(
-      b, arith::CmpIPredicate::ule, mag,
-      arith::ConstantOp::create(b, i16, b.getIntegerAttr(i16, high)));
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ule, mag,
+                               constLike(b, i16, b.getIntegerAttr(i16, high)));
 }
 
 /// Whether the f32 scale `s` is inside [2^-60, 2^60] in magnitude.
@@ -134,11 +133,11 @@ Value kvgen::emitDivide(ImplicitLocOpBuilder &b, Value src, Value scale) {
   Value x = arith::ExtFOp::create(b, f32, src);
   Value ok =
       arith::AndIOp::create(b, sourceInWindow(b, src), scaleInWindow(b, scale));
+  Value s = splat(b, scale, f32);
   auto ifOp = scf::IfOp::create(b, f32, ok, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
   {
-    Value s = splat(b, scale, f32);
     Value y = splat(
         b, arith::DivFOp::create(b, f32Const(b, b.getF32Type(), 1.0f), scale),
         f32);
@@ -154,8 +153,7 @@ Value kvgen::emitDivide(ImplicitLocOpBuilder &b, Value src, Value scale) {
   // Anything else (a NaN, an infinity, a bf16 past 2^60, a scale far from
   // 1) takes IEEE division itself, the whole chunk at once.
   b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(
-      b, Value(arith::DivFOp::create(b, x, splat(b, scale, f32))));
+  scf::YieldOp::create(b, Value(arith::DivFOp::create(b, x, s)));
   return ifOp.getResult(0);
 }
 
