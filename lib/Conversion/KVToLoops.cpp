@@ -44,7 +44,7 @@ Value KernelBuilder::cacheChunkOffset(const CacheStrides &s, Value head,
     int64_t x = cache.getX();
     return add(off, add(mul(divConst(d32, x), s.dim), remConst(d32, x)));
   }
-  if (plan.variant == KernelVariant::Vector && cacheChunkContiguous(isKey))
+  if (plan.vectorAccess() && cacheChunkContiguous(isKey))
     return add(off, d32); // the promise: unit dim stride
   return add(off, mul(d32, s.dim));
 }
@@ -53,8 +53,7 @@ Value KernelBuilder::sourceOffset(const SourceStrides &s, Value t, Value head,
                                   Value d0) {
   // The vector variant's promise includes a unit dim stride: no multiply.
   Value d32 = lo(d0);
-  Value dimOffset =
-      plan.variant == KernelVariant::Vector ? d32 : mul(d32, s.dim);
+  Value dimOffset = plan.vectorAccess() ? d32 : mul(d32, s.dim);
   // Within one token: i32; the token's term is the wide product.
   return add(wide(lo(t), s.token), ext(add(mul(lo(head), s.head), dimOffset)));
 }
@@ -91,7 +90,7 @@ SmallVector<Value>
 KernelBuilder::loadChunkAt(Value memref, const SourceStrides &s, Value base) {
   int64_t vec = plan.vectorElems;
   Type elt = cast<MemRefType>(memref.getType()).getElementType();
-  if (plan.variant == KernelVariant::Vector) {
+  if (plan.vectorAccess()) {
     // The runtime guarantees dim stride 1 and `vec`-aligned offsets here.
     auto type = VectorType::get({vec}, elt);
     return {vector::LoadOp::create(
@@ -111,7 +110,7 @@ void KernelBuilder::storeRowChunk(ArrayRef<Value> chunk, Value memref,
                                   Value d0) {
   int64_t vec = plan.vectorElems;
   Value base = sourceOffset(s, t, head, d0);
-  if (plan.variant == KernelVariant::Vector) {
+  if (plan.vectorAccess()) {
     vector::StoreOp::create(
         b, chunk.front(), memref, ValueRange{toIndex(base)},
         /*nontemporal=*/false,
@@ -128,7 +127,7 @@ void KernelBuilder::storeChunkAt(ArrayRef<Value> chunk, Value memref,
                                  const CacheStrides &s, Value base,
                                  bool isKey) {
   int64_t vec = plan.vectorElems;
-  if (plan.variant == KernelVariant::Vector && cacheChunkContiguous(isKey)) {
+  if (plan.vectorAccess() && cacheChunkContiguous(isKey)) {
     vector::StoreOp::create(
         b, chunk.front(), memref, ValueRange{toIndex(base)},
         /*nontemporal=*/false,
@@ -140,7 +139,7 @@ void KernelBuilder::storeChunkAt(ArrayRef<Value> chunk, Value memref,
   // adjacent; elsewhere they are s_dim apart.
   Value step = cacheSideHasX(isKey) ? i32(1) : s.dim;
   for (int64_t e = 0; e < vec; ++e) {
-    Value elt = plan.variant == KernelVariant::Vector
+    Value elt = plan.vectorAccess()
                     ? Value(vector::ExtractOp::create(b, chunk.front(), e))
                     : chunk[e];
     Value idx = e == 0 ? base : add(base, ext(mul(i32(e), step)));
@@ -154,7 +153,7 @@ KernelBuilder::loadCacheChunk(Value memref, const CacheStrides &s, Value block,
   int64_t vec = plan.vectorElems;
   Type elt = cache.getDtype();
   Value base = cacheOffset(s, block, head, pos, d0, isKey);
-  if (plan.variant == KernelVariant::Vector && cacheChunkContiguous(isKey))
+  if (plan.vectorAccess() && cacheChunkContiguous(isKey))
     return {vector::LoadOp::create(
         b, VectorType::get({vec}, elt), memref, ValueRange{toIndex(base)},
         /*nontemporal=*/false,
@@ -165,7 +164,7 @@ KernelBuilder::loadCacheChunk(Value memref, const CacheStrides &s, Value block,
     Value idx = e == 0 ? base : add(base, ext(mul(i32(e), step)));
     out.push_back(memref::LoadOp::create(b, memref, ValueRange{toIndex(idx)}));
   }
-  if (plan.variant == KernelVariant::Vector)
+  if (plan.vectorAccess())
     return {
         vector::FromElementsOp::create(b, VectorType::get({vec}, elt), out)};
   return out;

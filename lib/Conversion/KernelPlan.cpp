@@ -26,6 +26,17 @@ static llvm::cl::opt<int64_t> clMinBlocksPerSM(
     llvm::cl::desc("Blocks per SM ptxas must leave room for (-1: the "
                    "plan's choice; 0: no bound)"));
 
+static llvm::cl::opt<int64_t> clTokensPerBlock(
+    "kvgen-tokens-per-block", llvm::cl::Hidden, llvm::cl::init(0),
+    llvm::cl::desc("Tokens one block of an append moves (0: the plan's "
+                   "choice; applies where the block stays within 1024 "
+                   "threads)"));
+
+static llvm::cl::opt<int64_t> clWideMinTokens(
+    "kvgen-wide-min-tokens", llvm::cl::Hidden, llvm::cl::init(-1),
+    llvm::cl::desc("The fewest tokens for which kvrt picks an append's wide "
+                   "variant (-1: the plan's choice; 0: no wide variant)"));
+
 static llvm::cl::opt<bool> clFastDivision(
     "kvgen-fast-division", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::desc("Quantize a 16-bit float source with the reciprocal-and-"
@@ -69,6 +80,10 @@ static void chooseLaunch(KernelPlan &plan) {
                            kMaxThreadsPerToken);
   plan.tokensPerBlock =
       std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
+  if (clTokensPerBlock > 0 && plan.threadsX * clTokensPerBlock <= 1024) {
+    plan.tokensPerBlock = clTokensPerBlock;
+    return;
+  }
   if (!clWholeWarps || plan.threadsX * plan.tokensPerBlock % kWarp == 0)
     return;
   // The fewest tokens that fill whole warps: a multiple of
@@ -96,8 +111,7 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
   if (clMinBlocksPerSM >= 0)
     return clMinBlocksPerSM;
   kv::QuantAttr quant = plan.cache.getQuant();
-  if (plan.kind != KernelKind::Append ||
-      plan.variant != KernelVariant::Vector || !quant ||
+  if (plan.kind != KernelKind::Append || !plan.vectorAccess() || !quant ||
       !plan.cache.getLayoutInfo().chunkContiguous(/*isValue=*/false) ||
       !plan.cache.getLayoutInfo().chunkContiguous(/*isValue=*/true) ||
       plan.tokensPerBlock != 1 || plan.chunksPerThread != 1 ||
@@ -111,6 +125,29 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
   if (!fits)
     return 0;
   return kThreadsPerSM / plan.threadsX;
+}
+
+/// The fewest tokens for which an append's wide variant is picked, or 0 for
+/// a plan that gets none: a K/V append (plain or fused) whose iteration is
+/// one chunk of a token of an even number of chunks. Below the threshold the
+/// vector variant is as fast or faster. Measured on the bench's 8 x 128
+/// append beside the vector kernel (docs/PERFORMANCE.md, tuning step 19):
+/// bf16 gains 3-4% at 4096 tokens and is level from 16384 on, but loses
+/// 1-5% in decode; a quantized one, whose vector kernel keeps full
+/// occupancy at the 32-register bound, gains only from 16384 tokens on
+/// (1.5-2%) and loses 1-3% at 2048-4096.
+static int64_t wideMinTokens(const KernelPlan &base) {
+  constexpr int64_t kMinTokens = 4096;
+  constexpr int64_t kMinTokensQuantized = 16384;
+  bool eligible = (base.kind == KernelKind::Append ||
+                   base.kind == KernelKind::FusedAppend) &&
+                  base.chunksPerGroup == 1 && base.chunksPerThread == 1 &&
+                  base.chunksPerToken % 2 == 0;
+  if (!eligible || clWideMinTokens == 0)
+    return 0;
+  if (clWideMinTokens > 0)
+    return clWideMinTokens;
+  return base.cache.getQuant() ? kMinTokensQuantized : kMinTokens;
 }
 
 std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
@@ -219,11 +256,28 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   plans.push_back(vector);
 
   KernelPlan scalar = base;
-  scalar.name += "_scalar";
+  scalar.name += abi::variantSuffix(KernelVariant::Scalar);
   scalar.variant = KernelVariant::Scalar;
   scalar.vectorBytes = widest;
   scalar.alignment = std::min(srcBytes, cacheBytes);
   scalar.minBlocksPerSM = chooseMinBlocksPerSM(scalar);
   plans.push_back(scalar);
+
+  // The wide variant, for many tokens: two chunks a thread, so that a
+  // thread has two chunks of K and two of V in flight. Where a launch fills
+  // the SMs several times over, that raises the bytes in flight per SM past
+  // what one chunk a thread reaches at full occupancy; for a few tokens it
+  // halves the threads and lengthens each. A dynamic scale's iteration is
+  // already its group, and a latent append already moves two chunks a
+  // thread.
+  if (KernelPlan wide = vector; wideMinTokens(base) > 0) {
+    wide.name += abi::variantSuffix(KernelVariant::Wide);
+    wide.variant = KernelVariant::Wide;
+    wide.minTokens = wideMinTokens(base);
+    wide.chunksPerThread = 2;
+    chooseLaunch(wide);
+    wide.minBlocksPerSM = chooseMinBlocksPerSM(wide);
+    plans.push_back(wide);
+  }
   return plans;
 }

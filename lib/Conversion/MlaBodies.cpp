@@ -25,7 +25,7 @@ SmallVector<Value> KernelBuilder::loadLatentChunk(const ChunkAddresses &at) {
     return loadChunkAt(arg(part), strides, base);
   };
   SmallVector<Type> types;
-  if (plan.variant == KernelVariant::Vector)
+  if (plan.vectorAccess())
     types.push_back(VectorType::get({plan.vectorElems}, plan.sourceType));
   else
     types.assign(plan.vectorElems, plan.sourceType);

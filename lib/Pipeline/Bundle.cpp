@@ -71,6 +71,8 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     k["name"] = plan.name;
     k["kind"] = abi::kindName(plan.kind);
     k["variant"] = abi::variantName(plan.variant);
+    if (plan.variant == KernelVariant::Wide)
+      k["min_tokens"] = plan.minTokens;
     k["description"] = describe(plan);
     k["cache"] = cacheToJSON(plan.cache);
     if (plan.kind == KernelKind::Gather)

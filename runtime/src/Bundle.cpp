@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -176,12 +177,15 @@ static Status findOperation(const Manifest &manifest, KernelKind kind,
     return Status();
   }
   for (const Operation &operation : manifest.operations)
-    if (operation.scalarKernel >= 0 &&
-        manifest.kernels[operation.scalarKernel].name == name)
-      return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
-                        "kernel: '%s' is the scalar variant of '%s'; name the "
-                        "description '%s' and pass KVRT_VARIANT_SCALAR",
-                        name, operation.name.c_str(), operation.name.c_str());
+    for (auto [index, variant, value] :
+         {std::tuple(operation.scalarKernel, "scalar", "KVRT_VARIANT_SCALAR"),
+          std::tuple(operation.wideKernel, "wide", "KVRT_VARIANT_WIDE")})
+      if (index >= 0 && manifest.kernels[index].name == name)
+        return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                          "kernel: '%s' is the %s variant of '%s'; name the "
+                          "description '%s' and pass %s",
+                          name, variant, operation.name.c_str(),
+                          operation.name.c_str(), value);
   return KVRT_ERROR(KVRT_ERROR_NOT_FOUND, "kernel: the bundle has no kernel %s",
                     quote(name).c_str());
 }
@@ -196,7 +200,7 @@ static Status readVariant(const kvrt_variant *field, kvrt_variant *out) {
   if (field)
     std::memcpy(&raw, field, sizeof(raw));
   if (raw != KVRT_VARIANT_AUTO && raw != KVRT_VARIANT_VECTOR &&
-      raw != KVRT_VARIANT_SCALAR)
+      raw != KVRT_VARIANT_SCALAR && raw != KVRT_VARIANT_WIDE)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                       "variant: %d is not a kvrt_variant", raw);
   *out = static_cast<kvrt_variant>(raw);
@@ -229,19 +233,26 @@ static Status selectKernel(const kvrt_bundle &bundle,
 
   int vector = operation.vectorKernel;
   int scalar = operation.scalarKernel;
+  int wide = operation.wideKernel;
+  int promised = operation.promiseKernel();
   PromiseBreach breach;
-  bool promise = vector >= 0 &&
-                 checkVectorPromise(plan, manifest.kernels[vector], &breach);
+  bool promise = promised >= 0 &&
+                 checkVectorPromise(plan, manifest.kernels[promised], &breach);
+  auto promising = [&](int index, const char *variant) {
+    if (index < 0)
+      return missing(variant);
+    if (!promise)
+      return describeBreach(breach, manifest.kernels[index]);
+    if (!available(index))
+      return unregistered(index);
+    *out = index;
+    return Status();
+  };
   switch (requested) {
   case KVRT_VARIANT_VECTOR:
-    if (vector < 0)
-      return missing("vector");
-    if (!promise)
-      return describeBreach(breach, manifest.kernels[vector]);
-    if (!available(vector))
-      return unregistered(vector);
-    *out = vector;
-    return Status();
+    return promising(vector, "vector");
+  case KVRT_VARIANT_WIDE:
+    return promising(wide, "wide");
   case KVRT_VARIANT_SCALAR:
     if (scalar < 0)
       return missing("scalar");
@@ -251,6 +262,14 @@ static Status selectKernel(const kvrt_bundle &bundle,
     return Status();
   case KVRT_VARIANT_AUTO:
     break;
+  }
+  // From the token count alone, never from the slots' values: a graph
+  // captured at one shape replays the kernel picked for it.
+  if (promise && available(wide) &&
+      (plan.numTokens >= manifest.kernels[wide].minTokens ||
+       !available(vector))) {
+    *out = wide;
+    return Status();
   }
   if (promise && available(vector)) {
     *out = vector;
@@ -263,8 +282,8 @@ static Status selectKernel(const kvrt_bundle &bundle,
   if (scalar >= 0)
     return unregistered(scalar);
   if (!promise)
-    return describeBreach(breach, manifest.kernels[vector]);
-  return unregistered(vector);
+    return describeBreach(breach, manifest.kernels[promised]);
+  return unregistered(vector >= 0 ? vector : wide);
 }
 
 static Status run(kvrt_bundle &bundle, const LaunchPlan &plan,

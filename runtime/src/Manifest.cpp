@@ -117,9 +117,9 @@ static Status groupOperations(Manifest *manifest) {
   for (size_t i = 0; i < kernels.size(); ++i) {
     const KernelDescription &kernel = kernels[i];
     std::string name = kernel.name;
-    if (kernel.kind != KernelKind::SlotMapping &&
-        kernel.variant == Variant::Scalar)
-      name.resize(name.size() - std::string_view("_scalar").size());
+    if (kernel.kind != KernelKind::SlotMapping)
+      name.resize(name.size() -
+                  std::string_view(abi::variantSuffix(kernel.variant)).size());
     auto [it, inserted] =
         operationByName.emplace(name, manifest->operations.size());
     if (inserted) {
@@ -129,20 +129,23 @@ static Status groupOperations(Manifest *manifest) {
       manifest->operations.push_back(operation);
     }
     Operation &operation = manifest->operations[it->second];
-    int &slot = kernel.variant == Variant::Vector ? operation.vectorKernel
-                                                  : operation.scalarKernel;
-    int other = kernel.variant == Variant::Vector ? operation.scalarKernel
-                                                  : operation.vectorKernel;
+    int &slot = operation.kernelOf(kernel.variant);
+    // The first kernel of this description, to name in a clash.
+    int first = -1;
+    for (int index :
+         {operation.vectorKernel, operation.scalarKernel, operation.wideKernel})
+      if (index >= 0 && (first < 0 || index < first))
+        first = index;
     if (slot >= 0 || operation.kind != kernel.kind)
       return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
                         "bundle: kernels[%zu] ('%s') clashes with kernel '%s' "
                         "(same description '%s')",
                         i, kernel.name.c_str(),
-                        kernels[slot >= 0 ? slot : other].name.c_str(),
+                        kernels[slot >= 0 ? slot : first].name.c_str(),
                         name.c_str());
     slot = static_cast<int>(i);
-    if (other >= 0 && kernel.kind != KernelKind::SlotMapping) {
-      const KernelDescription &sibling = kernels[other];
+    if (first >= 0 && kernel.kind != KernelKind::SlotMapping) {
+      const KernelDescription &sibling = kernels[first];
       if (!(sibling.cache == kernel.cache) ||
           sibling.sourceDtype != kernel.sourceDtype ||
           sibling.outputDtype != kernel.outputDtype)
@@ -151,6 +154,23 @@ static Status groupOperations(Manifest *manifest) {
                           "'%s' describe different caches or source/output "
                           "dtypes",
                           i, kernel.name.c_str(), sibling.name.c_str());
+    }
+    // One promise check serves the vector and wide variants: they must
+    // make the same one.
+    if (operation.vectorKernel >= 0 && operation.wideKernel >= 0) {
+      const KernelDescription &vector = kernels[operation.vectorKernel];
+      const KernelDescription &wide = kernels[operation.wideKernel];
+      if (vector.alignment != wide.alignment ||
+          vector.vectorElems != wide.vectorElems)
+        return KVRT_ERROR(
+            KVRT_ERROR_INVALID_BUNDLE,
+            "bundle: the wide kernel '%s' promises alignment %lld "
+            "and vector_elems %lld, the vector kernel '%s' %lld "
+            "and %lld; they must agree",
+            wide.name.c_str(), static_cast<long long>(wide.alignment),
+            static_cast<long long>(wide.vectorElems), vector.name.c_str(),
+            static_cast<long long>(vector.alignment),
+            static_cast<long long>(vector.vectorElems));
     }
   }
   return Status();

@@ -100,6 +100,9 @@ struct KernelDescription {
   std::string description;
   KernelKind kind = KernelKind::Append;
   Variant variant = Variant::Scalar;
+  /// The wide variant: the fewest tokens for which AUTO picks it (manifest
+  /// "min_tokens"); 0 for the other variants.
+  int64_t minTokens = 0;
   /// The cache, and the source (append, fused_append) or output (gather)
   /// dtype: every kind but slot_mapping.
   CacheDescription cache;
@@ -120,14 +123,34 @@ struct KernelDescription {
 };
 
 /// What a launch names: one description of the bundle. An append-like one has
-/// a vector kernel `<name>` and/or a scalar kernel `<name>_scalar`; a
-/// slot_mapping one has its single kernel as `scalar`.
+/// a vector kernel `<name>`, a scalar kernel `<name>_scalar` and a wide
+/// kernel `<name>_wide`, each optional; a slot_mapping one has its single
+/// kernel as `scalar`.
 struct Operation {
   std::string name;
   KernelKind kind = KernelKind::Append;
   /// Indices into Manifest::kernels; -1 if the bundle lacks that variant.
   int vectorKernel = -1;
   int scalarKernel = -1;
+  int wideKernel = -1;
+
+  int &kernelOf(Variant variant) {
+    switch (variant) {
+    case Variant::Vector:
+      return vectorKernel;
+    case Variant::Scalar:
+      return scalarKernel;
+    case Variant::Wide:
+      return wideKernel;
+    }
+    return scalarKernel;
+  }
+  /// The kernel whose alignment promise the launch checks: the vector
+  /// variant's, or the wide one's where the bundle has no vector kernel
+  /// (both make the same promise; the manifest's load checks it).
+  int promiseKernel() const {
+    return vectorKernel >= 0 ? vectorKernel : wideKernel;
+  }
 };
 
 struct Target {

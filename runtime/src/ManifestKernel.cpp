@@ -263,6 +263,8 @@ static std::string manifestJson(const KernelDescription &kernel) {
     else
       entry["source_dtype"] = dtypeName(kernel.sourceDtype);
   }
+  if (kernel.variant == Variant::Wide)
+    entry["min_tokens"] = kernel.minTokens;
   entry["alignment"] = kernel.alignment;
   entry["vector_elems"] = kernel.vectorElems;
   json launch = {{"threads_x", kernel.launch.threadsX},
@@ -318,19 +320,28 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
                         kernel.field("variant").c_str(),
                         quote(variant).c_str());
     out->variant = Variant::Scalar;
-  } else if (variant == "vector") {
-    out->variant = Variant::Vector;
-  } else if (variant == "scalar") {
-    out->variant = Variant::Scalar;
-    if (!endsWith(out->name, "_scalar"))
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s is a scalar variant, so its name must end "
-                        "in '_scalar' (<description>_scalar)",
-                        kernel.field("name").c_str());
-  } else {
+  } else if (!abi::parseVariant(variant, &out->variant)) {
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is %s; expected vector or scalar",
+                      "bundle: %s is %s; expected vector, scalar or wide",
                       kernel.field("variant").c_str(), quote(variant).c_str());
+  } else if (const char *suffix = abi::variantSuffix(out->variant);
+             *suffix && !endsWith(out->name, suffix)) {
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                      "bundle: %s is a %s variant, so its name must end in "
+                      "'%s' (<description>%s)",
+                      kernel.field("name").c_str(), variant.c_str(), suffix,
+                      suffix);
+  }
+  // The wide variant's token threshold: kvrt picks it over the vector
+  // variant from that many tokens on.
+  bool wide = out->variant == Variant::Wide;
+  if (wide || kernel.has("min_tokens")) {
+    if (!wide)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                        "bundle: %s is set, but only a wide variant has a "
+                        "token threshold",
+                        kernel.field("min_tokens").c_str());
+    KVRT_RETURN_IF_ERROR(kernel.getPositive("min_tokens", &out->minTokens));
   }
 
   if (appendLike) {
@@ -361,7 +372,7 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
                         dtypeName(cacheType));
   }
 
-  bool isVector = out->variant == Variant::Vector;
+  bool isVector = abi::hasVectorPromise(out->variant);
   out->alignment = 1;
   out->vectorElems = 1;
   KVRT_RETURN_IF_ERROR(

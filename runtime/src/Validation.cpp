@@ -164,8 +164,8 @@ Status packInAbiOrder(const KernelDescription &kernel,
 
 const KernelDescription &describingKernel(const Manifest &manifest,
                                           const Operation &operation) {
-  int index = operation.vectorKernel >= 0 ? operation.vectorKernel
-                                          : operation.scalarKernel;
+  int index = operation.promiseKernel() >= 0 ? operation.promiseKernel()
+                                             : operation.scalarKernel;
   return manifest.kernels[index];
 }
 

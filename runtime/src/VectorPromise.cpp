@@ -55,29 +55,30 @@ Status describeBreach(const PromiseBreach &breach,
   case PromiseBreach::Alignment:
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                       "%s: data + byte_offset (%p) is not aligned to %lld "
-                      "bytes, which the vector variant '%s' assumes (AUTO "
+                      "bytes, which the %s variant '%s' assumes (AUTO "
                       "would use the scalar variant)",
                       view.name, static_cast<void *>(view.first),
                       static_cast<long long>(vector.alignment),
-                      vector.name.c_str());
+                      variantName(vector.variant), vector.name.c_str());
   case PromiseBreach::InnerStride:
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                      "%s: stride[%d] is %lld but the vector variant '%s' "
+                      "%s: stride[%d] is %lld but the %s variant '%s' "
                       "assumes a contiguous innermost dimension (stride 1) "
                       "(AUTO would use the scalar variant)",
                       view.name, breach.dim,
                       static_cast<long long>(view.strides[breach.dim]),
-                      vector.name.c_str());
+                      variantName(vector.variant), vector.name.c_str());
   case PromiseBreach::OuterStride:
     break;
   }
-  return KVRT_ERROR(
-      KVRT_ERROR_INVALID_ARGUMENT,
-      "%s: stride[%d] is %lld, not a multiple of vector_elems "
-      "(%lld), which the vector variant '%s' assumes (AUTO would "
-      "use the scalar variant)",
-      view.name, breach.dim, static_cast<long long>(view.strides[breach.dim]),
-      static_cast<long long>(vector.vectorElems), vector.name.c_str());
+  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                    "%s: stride[%d] is %lld, not a multiple of vector_elems "
+                    "(%lld), which the %s variant '%s' assumes (AUTO would "
+                    "use the scalar variant)",
+                    view.name, breach.dim,
+                    static_cast<long long>(view.strides[breach.dim]),
+                    static_cast<long long>(vector.vectorElems),
+                    variantName(vector.variant), vector.name.c_str());
 }
 
 } // namespace kvrt::impl

@@ -89,7 +89,10 @@ protected:
       tensor->get()->device = device;
   }
 
-  int calls() const { return recorded().vectorCalls + recorded().scalarCalls; }
+  int calls() const {
+    return recorded().vectorCalls + recorded().scalarCalls +
+           recorded().wideCalls;
+  }
 
   /// The refusal code, every fragment in the message, and nothing run.
   void expectRefused(kvrt_status status, kvrt_status code,

@@ -40,6 +40,21 @@ TEST(Manifest, GoodBundleLoads) {
   EXPECT_EQ(kvrt_bundle_num_kernels(nullptr), 0u);
 }
 
+TEST(Manifest, WideVariantLoadsWithItsThreshold) {
+  json bundle = standardBundle();
+  bundle["kernels"].push_back(wideKernelJson("kv_append", "append", 2048));
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(bundle, &raw), KVRT_SUCCESS) << kvrt_last_error();
+  BundlePtr owner(raw);
+  ASSERT_EQ(kvrt_bundle_num_kernels(raw), 6u);
+  EXPECT_STREQ(kvrt_bundle_kernel_variant(raw, 5), "wide");
+  json entry = json::parse(kvrt_bundle_kernel_manifest(raw, 5));
+  EXPECT_EQ(entry["name"], "kv_append_wide");
+  EXPECT_EQ(entry["min_tokens"], 2048);
+  EXPECT_FALSE(
+      json::parse(kvrt_bundle_kernel_manifest(raw, 0)).contains("min_tokens"));
+}
+
 TEST(Manifest, EveryLayoutLoads) {
   for (const char *layout : {"contiguous", "paged_nhd", "paged_hnd",
                              "vllm_vectorized", "dual_stacked"}) {
@@ -213,8 +228,44 @@ std::vector<Malformed> malformedCases() {
        [](json &b) { kernel0(b).erase("variant"); },
        {k0 + ".variant is missing"}},
       {"variant unknown",
-       [](json &b) { kernel0(b)["variant"] = "wide"; },
-       {k0 + ".variant is 'wide'"}},
+       [](json &b) { kernel0(b)["variant"] = "narrow"; },
+       {k0 + ".variant is 'narrow'", "expected vector, scalar or wide"}},
+      {"wide variant without suffix",
+       [](json &b) {
+         kernel0(b)["variant"] = "wide";
+         kernel0(b)["min_tokens"] = 64;
+       },
+       {k0 + ".name", "must end in '_wide'"}},
+      {"wide variant without min_tokens",
+       [](json &b) {
+         json wide = wideKernelJson("kv_append", "append", 64);
+         wide.erase("min_tokens");
+         b["kernels"].push_back(wide);
+       },
+       {"kernels[5] ('kv_append_wide').min_tokens is missing"}},
+      {"wide variant of zero min_tokens",
+       [](json &b) {
+         b["kernels"].push_back(wideKernelJson("kv_append", "append", 0));
+       },
+       {"kernels[5] ('kv_append_wide').min_tokens must be positive"}},
+      {"min_tokens on a vector kernel",
+       [](json &b) { kernel0(b)["min_tokens"] = 64; },
+       {k0 + ".min_tokens is set, but only a wide variant has a token "
+             "threshold"}},
+      {"wide and vector promises disagree",
+       [](json &b) {
+         json wide = wideKernelJson("kv_append", "append", 64);
+         wide["alignment"] = 8;
+         b["kernels"].push_back(wide);
+       },
+       {"the wide kernel 'kv_append_wide' promises alignment 8",
+        "they must agree"}},
+      {"two wide variants",
+       [](json &b) {
+         b["kernels"].push_back(wideKernelJson("kv_append", "append", 64));
+         b["kernels"].push_back(wideKernelJson("kv_append", "append", 128));
+       },
+       {"kernels[6].name 'kv_append_wide' repeats kernels[5].name"}},
       {"scalar variant without suffix",
        [](json &b) { kernel0(b)["variant"] = "scalar"; },
        {k0 + ".name", "must end in '_scalar'"}},
@@ -337,6 +388,14 @@ std::vector<Malformed> malformedCases() {
       {"variants disagree on the cache",
        [](json &b) { b["kernels"][1]["cache"]["head_dim"] = 32; },
        {"kernels[1] ('kv_append_scalar') and its other variant 'kv_append'",
+        "different caches"}},
+      {"wide variant of another cache",
+       [](json &b) {
+         json wide = wideKernelJson("kv_append", "append", 64);
+         wide["cache"]["head_dim"] = 32;
+         b["kernels"].push_back(wide);
+       },
+       {"kernels[5] ('kv_append_wide') and its other variant 'kv_append'",
         "different caches"}},
       {"variants of different kinds",
        [](json &b) {

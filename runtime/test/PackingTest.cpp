@@ -323,6 +323,71 @@ TEST_F(LaunchTest, ScalarOnlyDescription) {
                 {"variant: the bundle has no vector variant of 'kv_append'"});
 }
 
+/// Loads the standard append's vector and scalar kernels and its wide
+/// kernel of threshold `minTokens`, each with a recorder.
+void loadWithWide(BundlePtr &bundle, int64_t minTokens) {
+  std::vector<json> kernels = describe("kv_append", "append");
+  kernels.push_back(wideKernelJson("kv_append", "append", minTokens));
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(bundleJson(kernels), &raw), KVRT_SUCCESS) << kvrt_last_error();
+  bundle.reset(raw);
+  registerRecorders(raw);
+}
+
+TEST_F(LaunchTest, AutoPicksWideFromItsMinTokens) {
+  loadWithWide(bundle, kTokens);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().wideCalls, 1);
+  EXPECT_EQ(recorded().vectorCalls, 0);
+  // The same parameters as the vector kernel's.
+  std::vector<int64_t> wideParams = recorded().params;
+  ASSERT_EQ(append(KVRT_VARIANT_VECTOR), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  EXPECT_EQ(recorded().params, wideParams);
+
+  // One token short of the threshold: the vector kernel.
+  recorded() = Recorded();
+  loadWithWide(bundle, kTokens + 1);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  EXPECT_EQ(recorded().wideCalls, 0);
+  ASSERT_EQ(append(KVRT_VARIANT_WIDE), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().wideCalls, 1);
+}
+
+TEST_F(LaunchTest, WideKeepsTheVectorPromise) {
+  loadWithWide(bundle, 1);
+  key.get()->byte_offset += 2;
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().scalarCalls, 1);
+  EXPECT_EQ(recorded().wideCalls, 0);
+  recorded() = Recorded();
+  expectRefused(append(KVRT_VARIANT_WIDE), KVRT_ERROR_INVALID_ARGUMENT,
+                {"key: data + byte_offset", "is not aligned to 16 bytes",
+                 "the wide variant 'kv_append_wide' assumes"});
+}
+
+TEST_F(LaunchTest, AutoUsesWideWhenTheVectorKernelIsNotRegistered) {
+  loadWithWide(bundle, kTokens + 1);
+  kvrt_bundle_set_host_kernel(bundle.get(), "kv_append", nullptr);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().wideCalls, 1);
+}
+
+TEST_F(LaunchTest, ForcedWideWithoutWideVariantIsRefused) {
+  expectRefused(append(KVRT_VARIANT_WIDE), KVRT_ERROR_NOT_FOUND,
+                {"variant: the bundle has no wide variant of 'kv_append'"});
+}
+
+TEST_F(LaunchTest, NamingTheWideKernelSaysWhatToPass) {
+  loadWithWide(bundle, 1);
+  kvrt_append_args args = appendArgs();
+  args.kernel = "kv_append_wide";
+  expectRefused(kvrt_append(bundle.get(), &args, nullptr), KVRT_ERROR_NOT_FOUND,
+                {"'kv_append_wide' is the wide variant of 'kv_append'",
+                 "pass KVRT_VARIANT_WIDE"});
+}
+
 TEST_F(VllmTest, ValueCacheIsOutsideThePromise) {
   // Its stores are scalar: an 8-byte-aligned value cache keeps the vector
   // variant.

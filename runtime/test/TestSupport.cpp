@@ -13,10 +13,15 @@ Recorded &recorded() {
 
 /// Records `Buffers` pointers and then `Scalars` i32 scalars, each widened
 /// to one int64_t of `params`.
-template <int Buffers, int Scalars, bool Vector>
+/// Which counter of Recorded a recorder bumps.
+enum Counter { VectorCalls, ScalarCalls, WideCalls };
+
+template <int Buffers, int Scalars, Counter Calls>
 static void recorder(void **params) {
   Recorded &state = recorded();
-  ++(Vector ? state.vectorCalls : state.scalarCalls);
+  ++(Calls == VectorCalls   ? state.vectorCalls
+     : Calls == ScalarCalls ? state.scalarCalls
+                            : state.wideCalls);
   state.params.assign(Buffers + Scalars, 0);
   for (int i = 0; i < Buffers; ++i)
     std::memcpy(&state.params[i], params[i], sizeof(int64_t));
@@ -27,26 +32,26 @@ static void recorder(void **params) {
   }
 }
 
-template <bool Vector> static kvrt_host_kernel recorderFor(int count) {
+template <Counter Calls> static kvrt_host_kernel recorderFor(int count) {
   // Every count a kind has (docs/KERNEL-ABI.md): one per buffer plus the
   // scalars, unquantized and with two scale buffers.
   switch (count) {
   case 4 + 4: // slot_mapping
-    return recorder<4, 4, Vector>;
+    return recorder<4, 4, Calls>;
   case 3 + 9: // K-only append
-    return recorder<3, 9, Vector>;
+    return recorder<3, 9, Calls>;
   case 5 + 16: // append, gather
-    return recorder<5, 16, Vector>;
+    return recorder<5, 16, Calls>;
   case 7 + 16: // quantized append, gather
-    return recorder<7, 16, Vector>;
+    return recorder<7, 16, Calls>;
   case 7 + 19: // fused_append
-    return recorder<7, 19, Vector>;
+    return recorder<7, 19, Calls>;
   case 9 + 19: // quantized fused_append
-    return recorder<9, 19, Vector>;
+    return recorder<9, 19, Calls>;
   case 4 + 9: // quantized K-only append; mla_append
-    return recorder<4, 9, Vector>;
+    return recorder<4, 9, Calls>;
   case 5 + 9: // quantized mla_append
-    return recorder<5, 9, Vector>;
+    return recorder<5, 9, Calls>;
   }
   return nullptr;
 }
@@ -56,16 +61,18 @@ static int parameterCount(const json &params) {
   return static_cast<int>(params.size());
 }
 
-void registerRecorders(kvrt_bundle *bundle, bool vector, bool scalar) {
+void registerRecorders(kvrt_bundle *bundle, bool vector, bool scalar,
+                       bool wide) {
   for (size_t i = 0, e = kvrt_bundle_num_kernels(bundle); i < e; ++i) {
-    bool isVector =
-        std::string(kvrt_bundle_kernel_variant(bundle, i)) == "vector";
-    if ((isVector && !vector) || (!isVector && !scalar))
+    std::string variant = kvrt_bundle_kernel_variant(bundle, i);
+    bool isVector = variant == "vector", isWide = variant == "wide";
+    if (isVector ? !vector : isWide ? !wide : !scalar)
       continue;
     json entry = json::parse(kvrt_bundle_kernel_manifest(bundle, i));
     int count = parameterCount(entry["params"]);
-    kvrt_host_kernel fn =
-        isVector ? recorderFor<true>(count) : recorderFor<false>(count);
+    kvrt_host_kernel fn = isVector ? recorderFor<VectorCalls>(count)
+                          : isWide ? recorderFor<WideCalls>(count)
+                                   : recorderFor<ScalarCalls>(count);
     if (!fn)
       std::abort(); // a kind this helper does not know: fix the table
     kvrt_bundle_set_host_kernel(bundle, kvrt_bundle_kernel_name(bundle, i), fn);

@@ -145,6 +145,18 @@ inline json kernelJson(const std::string &name, const std::string &kind,
   return kernel;
 }
 
+/// The wide variant of description `name`: a vector kernel of two chunks a
+/// thread that kvrt picks from `minTokens` tokens on.
+inline json wideKernelJson(const std::string &name, const std::string &kind,
+                           int64_t minTokens,
+                           const CacheConfig &config = CacheConfig()) {
+  json kernel = kernelJson(name + "_wide", kind, "vector", config);
+  kernel["variant"] = "wide";
+  kernel["min_tokens"] = minTokens;
+  kernel["launch"]["threads_x"] = 2;
+  return kernel;
+}
+
 /// Both variants of one append-like description.
 inline std::vector<json> describe(const std::string &name,
                                   const std::string &kind,
@@ -265,15 +277,17 @@ private:
 struct Recorded {
   int vectorCalls = 0;
   int scalarCalls = 0;
+  int wideCalls = 0;
   /// Every parameter of the last call, read as 8 bytes.
   std::vector<int64_t> params;
 };
 
 Recorded &recorded();
-/// Registers recording host kernels for every kernel of `bundle` (vector
-/// kernels count as vector, the rest as scalar); `count` params are kept.
+/// Registers recording host kernels for every kernel of `bundle` of the
+/// variants asked for, each counting its own variant's calls (slot_mapping's
+/// count as scalar); `count` params are kept.
 void registerRecorders(kvrt_bundle *bundle, bool vector = true,
-                       bool scalar = true);
+                       bool scalar = true, bool wide = true);
 
 } // namespace kvrt::test
 

@@ -67,22 +67,25 @@ TEST_F(BundleTest, EveryLayoutLoadsInKvrtWithItsKernels) {
     ASSERT_EQ(kvrt_bundle_load_memory(json.data(), json.size(), &bundle),
               KVRT_SUCCESS)
         << layout << ": " << kvrt_last_error();
-    size_t expected = layout == "contiguous" ? 2 : 5;
+    // An append and a fused append have vector, scalar and wide kernels.
+    size_t expected = layout == "contiguous" ? 3 : 7;
     ASSERT_EQ(kvrt_bundle_num_kernels(bundle), expected) << layout;
     for (size_t i = 0; i < expected; ++i) {
       std::string name = kvrt_bundle_kernel_name(bundle, i);
       std::string kind = kvrt_bundle_kernel_kind(bundle, i);
       std::string variant = kvrt_bundle_kernel_variant(bundle, i);
-      if (name == "a" || name == "a_scalar")
+      if (name == "a" || name == "a_scalar" || name == "a_wide")
         EXPECT_EQ(kind, "append");
       else if (name == "s")
         EXPECT_EQ(kind, "slot_mapping");
       else
         EXPECT_EQ(kind, "fused_append") << name;
-      bool scalar =
-          name.size() > 7 && name.compare(name.size() - 7, 7, "_scalar") == 0;
+      llvm::StringRef ref(name);
       if (name != "s")
-        EXPECT_EQ(variant, scalar ? "scalar" : "vector") << name;
+        EXPECT_EQ(variant, ref.ends_with("_scalar") ? "scalar"
+                           : ref.ends_with("_wide") ? "wide"
+                                                    : "vector")
+            << name;
     }
     kvrt_bundle_destroy(bundle);
   }
@@ -108,6 +111,67 @@ TEST_F(BundleTest, ManifestRecordsThePlan) {
   const llvm::json::Object *launch = kernel->getObject("launch");
   EXPECT_EQ(*launch->getInteger("chunks_per_token"), 4 * 64 / 4);
   EXPECT_EQ(kernel->getArray("params")->size(), 21u);
+}
+
+TEST_F(BundleTest, ManifestRecordsTheWideVariant) {
+  std::string json = bundleOf(
+      "module {\n  kv.append @a : " + cacheFor("paged_nhd") + " from f16\n}\n");
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  ASSERT_TRUE(bool(parsed));
+  const llvm::json::Array &kernels =
+      *parsed->getAsObject()->getArray("kernels");
+  ASSERT_EQ(kernels.size(), 3u);
+  const llvm::json::Object *vector = kernels[0].getAsObject();
+  const llvm::json::Object *wide = kernels[2].getAsObject();
+  EXPECT_EQ(*wide->getString("name"), "a_wide");
+  EXPECT_EQ(*wide->getString("variant"), "wide");
+  EXPECT_EQ(*wide->getInteger("min_tokens"), 4096);
+  EXPECT_FALSE(vector->getInteger("min_tokens"));
+  // The vector kernel's promise and parameters; two chunks a thread, so
+  // half the threads a token and two tokens a block of 128 threads.
+  for (llvm::StringRef key : {"alignment", "vector_elems", "vector_bytes"})
+    EXPECT_EQ(wide->getInteger(key), vector->getInteger(key)) << key.str();
+  EXPECT_EQ(*wide->getArray("params"), *vector->getArray("params"));
+  const llvm::json::Object *launch = wide->getObject("launch");
+  // 4 heads x 64 f16 = 32 chunks of 8.
+  EXPECT_EQ(*launch->getInteger("chunks_per_token"), 32);
+  EXPECT_EQ(*launch->getInteger("threads_x"), 16);
+  EXPECT_EQ(*launch->getInteger("tokens_per_block"), 8);
+  EXPECT_EQ(*vector->getObject("launch")->getInteger("threads_x"), 32);
+}
+
+TEST_F(BundleTest, WideVariantByQuantization) {
+  auto kernelsOf = [&](const std::string &quant) {
+    std::string cache = "!kv.cache<layout = paged_nhd, block_size = 16, "
+                        "num_kv_heads = 8, head_dim = 128, dtype = " +
+                        quant + ">";
+    std::string json =
+        bundleOf("module {\n  kv.append @a : " + cache + " from bf16\n}\n");
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+    if (!parsed) {
+      ADD_FAILURE() << llvm::toString(parsed.takeError()) << "\n" << cache;
+      return llvm::json::Array();
+    }
+    const llvm::json::Array *kernels =
+        parsed->getAsObject()->getArray("kernels");
+    if (!kernels) {
+      ADD_FAILURE() << "no kernels for " << cache;
+      return llvm::json::Array();
+    }
+    return *kernels;
+  };
+  // A static scale: the wide kernel from 16384 tokens on.
+  llvm::json::Array fp8 =
+      kernelsOf("f8E4M3FN, quant = #kv.quant<kind = fp8_e4m3, granularity = "
+                "per_tensor, mode = static>");
+  ASSERT_EQ(fp8.size(), 3u);
+  EXPECT_EQ(*fp8[2].getAsObject()->getInteger("min_tokens"), 16384);
+  // A dynamic scale's iteration is its group: no wide kernel.
+  llvm::json::Array int8 =
+      kernelsOf("i8, quant = #kv.quant<kind = int8, granularity = "
+                "per_token_head, mode = dynamic>");
+  ASSERT_EQ(int8.size(), 2u);
+  EXPECT_EQ(*int8[1].getAsObject()->getString("variant"), "scalar");
 }
 
 TEST_F(BundleTest, KvrtRefusesAParameterListThatDriftedFromTheABI) {

@@ -41,7 +41,11 @@ enum class KernelKind {
 #include "kvgen/ABI/KernelKinds.def"
 };
 
-enum class Variant { Vector, Scalar };
+/// A description's kernels. Vector and scalar are the alignment promise's two
+/// sides; wide is a vector kernel for many tokens (several chunks a thread,
+/// all loads before the stores), which kvrt picks from the launch's token
+/// count alone, so a captured graph stays valid.
+enum class Variant { Vector, Scalar, Wide };
 
 enum class QuantKind {
 #define KVGEN_ABI_QUANT_KIND(Id, Name, QMax) Id,
@@ -148,8 +152,30 @@ constexpr const char *kindName(KernelKind kind) {
   return "?";
 }
 
+/// In Variant's order (parseVariant reads them back).
+inline constexpr const char *kVariantNames[] = {"vector", "scalar", "wide"};
+
 constexpr const char *variantName(Variant variant) {
-  return variant == Variant::Vector ? "vector" : "scalar";
+  return kVariantNames[static_cast<size_t>(variant)];
+}
+
+/// The suffix a variant adds to its description's name to name its kernel.
+constexpr const char *variantSuffix(Variant variant) {
+  switch (variant) {
+  case Variant::Vector:
+    return "";
+  case Variant::Scalar:
+    return "_scalar";
+  case Variant::Wide:
+    return "_wide";
+  }
+  return "?";
+}
+
+/// Whether a variant's kernel moves whole chunks with vector accesses, under
+/// the alignment promise.
+constexpr bool hasVectorPromise(Variant variant) {
+  return variant != Variant::Scalar;
 }
 
 constexpr const char *quantKindName(QuantKind kind) {
@@ -249,6 +275,9 @@ constexpr bool parseDType(std::string_view name, DType *out) {
 }
 constexpr bool parseKind(std::string_view name, KernelKind *out) {
   return parseName(kKindNames, name, out);
+}
+constexpr bool parseVariant(std::string_view name, Variant *out) {
+  return parseName(kVariantNames, name, out);
 }
 constexpr bool parseQuantKind(std::string_view name, QuantKind *out) {
   return parseName(kQuantKindNames, name, out);

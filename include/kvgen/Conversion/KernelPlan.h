@@ -36,6 +36,12 @@ struct KernelPlan {
            kind == KernelKind::MlaFusedAppend;
   }
   KernelVariant variant;
+  /// Whether the kernel moves whole chunks with vector accesses (the vector
+  /// and wide variants), under the alignment promise.
+  bool vectorAccess() const { return abi::hasVectorPromise(variant); }
+  /// The wide variant: the fewest tokens for which kvrt picks it over the
+  /// vector variant (0 for the other variants).
+  int64_t minTokens = 0;
   kv::CacheType cache;
   /// Element type of K and V for appends, of the outputs for gathers (null
   /// for slot_mapping).
@@ -87,8 +93,9 @@ struct KernelPlan {
 };
 
 /// The kernels generated for `op` (a kv.append, kv.slot_mapping,
-/// kv.fused_append or kv.gather): two variants for appends and gathers, one
-/// for slot mappings.
+/// kv.fused_append or kv.gather): the vector and scalar variants for appends
+/// and gathers, and for an append whose iteration is one chunk a wide
+/// variant; one kernel for slot mappings.
 std::vector<KernelPlan> planKernels(mlir::Operation *op);
 
 /// Name of the function attribute that carries a plan's launch geometry

@@ -57,15 +57,15 @@ kvrt_status kvrt_bundle_load_memory(const void *data, size_t size,
                                     kvrt_bundle **out);
 void kvrt_bundle_destroy(kvrt_bundle *bundle);
 
-/* Number of kernels in the bundle and their names (both variants count). */
+/* Number of kernels in the bundle and their names (every variant counts). */
 size_t kvrt_bundle_num_kernels(const kvrt_bundle *bundle);
 const char *kvrt_bundle_kernel_name(const kvrt_bundle *bundle, size_t index);
 
 /* The manifest's kind ("append", "slot_mapping", "fused_append", "gather",
  * "mla_append")
  * and variant
- * ("vector", "scalar") of kernel `index`; NULL if out of range. A binding
- * uses them to find the descriptions a bundle offers. */
+ * ("vector", "scalar", "wide") of kernel `index`; NULL if out of range. A
+ * binding uses them to find the descriptions a bundle offers. */
 const char *kvrt_bundle_kernel_kind(const kvrt_bundle *bundle, size_t index);
 const char *kvrt_bundle_kernel_variant(const kvrt_bundle *bundle, size_t index);
 
@@ -80,7 +80,7 @@ const char *kvrt_bundle_kernel_manifest(const kvrt_bundle *bundle,
  * tensors all live on kDLCPU runs it synchronously through the same validation
  * and argument packing as a GPU launch. */
 typedef void (*kvrt_host_kernel)(void **params);
-/* `kernel_name` is a full kernel name (either variant); fn NULL unregisters. */
+/* `kernel_name` is a full kernel name (any variant); fn NULL unregisters. */
 kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
                                         const char *kernel_name,
                                         kvrt_host_kernel fn);
@@ -111,12 +111,16 @@ kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled);
 kvrt_status kvrt_bundle_set_programmatic_launch(kvrt_bundle *bundle,
                                                 int enabled);
 
-/* Which variant a launch may use. AUTO picks the vector variant when every
- * tensor meets its alignment promise, else the scalar one. */
+/* Which variant a launch may use. AUTO picks a vector kernel when every
+ * tensor meets its alignment promise, else the scalar one; of the vector
+ * kernels, the wide one (several chunks a thread, for many tokens) from its
+ * manifest's "min_tokens" on, else the vector one. The choice depends on the
+ * token count, never on the slots' values, so a captured graph stays valid. */
 typedef enum kvrt_variant {
   KVRT_VARIANT_AUTO = 0,
   KVRT_VARIANT_VECTOR = 1, /* refused if a tensor breaks the promise */
   KVRT_VARIANT_SCALAR = 2,
+  KVRT_VARIANT_WIDE = 3, /* refused if a tensor breaks the promise */
 } kvrt_variant;
 
 /* Append new K/V rows into the cache through `slot_mapping`.
