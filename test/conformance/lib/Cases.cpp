@@ -700,16 +700,43 @@ public:
 
 using Spec = CaseEnv::AppendSpec;
 
-void addBothVariants(std::vector<CaseDef> &cases, const std::string &name,
-                     std::function<Spec(CaseEnv &)> make) {
-  for (kvrt_variant variant : {KVRT_VARIANT_AUTO, KVRT_VARIANT_SCALAR}) {
-    cases.push_back(
-        {name + (variant == KVRT_VARIANT_AUTO ? "/auto" : "/scalar"),
-         [make, variant](CaseEnv &env, std::string &failure) {
-           Spec spec = make(env);
-           spec.variant = variant;
-           return env.runAppend(spec, failure);
-         }});
+/// The case-name suffix of a variant.
+std::string variantSuffix(kvrt_variant variant) {
+  switch (variant) {
+  case KVRT_VARIANT_AUTO:
+    return "/auto";
+  case KVRT_VARIANT_VECTOR:
+    return "/vector";
+  case KVRT_VARIANT_SCALAR:
+    return "/scalar";
+  case KVRT_VARIANT_WIDE:
+    return "/wide";
+  }
+  return "/?";
+}
+
+/// The variants each main append and fused append case runs under: AUTO,
+/// which at the cases' token counts picks the vector kernel, SCALAR, and,
+/// where the description has a wide kernel, WIDE: AUTO picks the wide kernel
+/// only from its manifest's min_tokens on (thousands of tokens), which no
+/// case reaches, so without it the wide kernel would run nowhere.
+std::vector<kvrt_variant> appendVariants(bool wide) {
+  std::vector<kvrt_variant> variants = {KVRT_VARIANT_AUTO, KVRT_VARIANT_SCALAR};
+  if (wide)
+    variants.push_back(KVRT_VARIANT_WIDE);
+  return variants;
+}
+
+/// `name` under each of appendVariants(wide).
+void addVariants(std::vector<CaseDef> &cases, const std::string &name,
+                 bool wide, std::function<Spec(CaseEnv &)> make) {
+  for (kvrt_variant variant : appendVariants(wide)) {
+    cases.push_back({name + variantSuffix(variant),
+                     [make, variant](CaseEnv &env, std::string &failure) {
+                       Spec spec = make(env);
+                       spec.variant = variant;
+                       return env.runAppend(spec, failure);
+                     }});
   }
 }
 
@@ -720,22 +747,23 @@ void addAppend(std::vector<CaseDef> &cases, const std::string &name,
                    }});
 }
 
-std::vector<CaseDef> appendCases() {
+/// `wide`: the description has a wide kernel (Description::hasWideKernel).
+std::vector<CaseDef> appendCases(bool wide) {
   std::vector<CaseDef> cases;
-  addBothVariants(cases, "decode", [](CaseEnv &env) {
+  addVariants(cases, "decode", wide, [](CaseEnv &env) {
     BlockPool pool(env.numBlocks(), env.rng);
     Spec spec;
     spec.slots = env.decodeSlots(7, pool);
     return spec;
   });
-  addBothVariants(cases, "prefill", [](CaseEnv &env) {
+  addVariants(cases, "prefill", wide, [](CaseEnv &env) {
     BlockPool pool(env.numBlocks(), env.rng);
     Spec spec;
     spec.slots = env.prefillSlots(env.longPrompt(), pool);
     CaseEnv::appendTo(spec.slots, env.prefillSlots(env.longPrompt(), pool));
     return spec;
   });
-  addBothVariants(cases, "mixed", [](CaseEnv &env) {
+  addVariants(cases, "mixed", wide, [](CaseEnv &env) {
     Spec spec;
     spec.slots = env.mixedSlots();
     return spec;
@@ -743,7 +771,7 @@ std::vector<CaseDef> appendCases() {
   // A CUDA-graph batch padded to a fixed size: slot -1 (and another negative
   // value) in the middle and at the end. The padding rows at the end are not
   // even allocated: a kernel must not read a token before it knows its slot.
-  addBothVariants(cases, "padding", [](CaseEnv &env) {
+  addVariants(cases, "padding", wide, [](CaseEnv &env) {
     BlockPool pool(env.numBlocks(), env.rng);
     std::vector<int64_t> real = env.decodeSlots(5, pool);
     Spec spec;
@@ -753,7 +781,7 @@ std::vector<CaseDef> appendCases() {
     spec.storedTokens = 7;
     return spec;
   });
-  addBothVariants(cases, "out_of_range", [](CaseEnv &env) {
+  addVariants(cases, "out_of_range", wide, [](CaseEnv &env) {
     BlockPool pool(env.numBlocks(), env.rng);
     std::vector<int64_t> real = env.decodeSlots(4, pool);
     int64_t end = env.numBlocks() * env.desc.blockSize;
@@ -779,10 +807,17 @@ std::vector<CaseDef> appendCases() {
     spec.variant = KVRT_VARIANT_VECTOR;
     return spec;
   });
+  // The wide kernel makes the vector kernel's promise: the same views.
+  if (wide)
+    addAppend(cases, "fused_qkv/wide", [](CaseEnv &env) {
+      Spec spec;
+      spec.slots = env.mixedSlots();
+      spec.source = SourceStorage::FusedQkv;
+      spec.variant = KVRT_VARIANT_WIDE;
+      return spec;
+    });
   for (kvrt_variant variant : {KVRT_VARIANT_SCALAR, KVRT_VARIANT_AUTO}) {
-    addAppend(cases,
-              std::string("fused_qkv_odd_stride/") +
-                  (variant == KVRT_VARIANT_AUTO ? "auto" : "scalar"),
+    addAppend(cases, "fused_qkv_odd_stride" + variantSuffix(variant),
               [variant](CaseEnv &env) {
                 Spec spec;
                 spec.slots = env.mixedSlots();
@@ -799,6 +834,17 @@ std::vector<CaseDef> appendCases() {
     spec.expectRefusal = true;
     return spec;
   });
+  // Forcing the wide kernel past its promise is refused too, naming it.
+  if (wide)
+    addAppend(cases, "fused_qkv_odd_stride/wide_refused", [](CaseEnv &env) {
+      Spec spec;
+      spec.slots = env.mixedSlots();
+      spec.source = SourceStorage::FusedQkvOddStride;
+      spec.variant = KVRT_VARIANT_WIDE;
+      spec.expectRefusal = true;
+      spec.message = "'" + env.desc.wideKernelName() + "'";
+      return spec;
+    });
   addAppend(cases, "permuted_source/auto", [](CaseEnv &env) {
     BlockPool pool(env.numBlocks(), env.rng);
     Spec spec;
@@ -863,9 +909,11 @@ std::vector<CaseDef> appendCases() {
 }
 
 /// What a quantized append adds: groups whose finite amax is 0, and fp8
-/// caches that say DLPack's float8 codes.
-void addQuantCases(std::vector<CaseDef> &cases, const Description &desc) {
-  addBothVariants(cases, "empty_groups", [](CaseEnv &env) {
+/// caches that say DLPack's float8 codes. `wide` as for appendCases (a
+/// static scale's append has a wide kernel where its chunks allow).
+void addQuantCases(std::vector<CaseDef> &cases, const Description &desc,
+                   bool wide) {
+  addVariants(cases, "empty_groups", wide, [](CaseEnv &env) {
     BlockPool pool(env.numBlocks(), env.rng);
     Spec spec;
     spec.slots = env.decodeSlots(4, pool);
@@ -930,10 +978,11 @@ void addFused(std::vector<CaseDef> &cases, const std::string &name,
                    }});
 }
 
-std::vector<CaseDef> fusedCases() {
+/// `wide` as for appendCases.
+std::vector<CaseDef> fusedCases(bool wide) {
   std::vector<CaseDef> cases;
-  for (kvrt_variant variant : {KVRT_VARIANT_AUTO, KVRT_VARIANT_SCALAR}) {
-    std::string suffix = variant == KVRT_VARIANT_AUTO ? "/auto" : "/scalar";
+  for (kvrt_variant variant : appendVariants(wide)) {
+    std::string suffix = variantSuffix(variant);
     addFused(cases, "decode" + suffix, [variant](CaseEnv &env) {
       FSpec spec;
       spec.tables = env.decodeTables(7);
@@ -953,13 +1002,18 @@ std::vector<CaseDef> fusedCases() {
       return spec;
     });
   }
-  addFused(cases, "fused_qkv/vector", [](CaseEnv &env) {
-    FSpec spec;
-    spec.tables = env.decodeTables(7);
-    spec.source = SourceStorage::FusedQkv;
-    spec.variant = KVRT_VARIANT_VECTOR;
-    return spec;
-  });
+  for (kvrt_variant variant : {KVRT_VARIANT_VECTOR, KVRT_VARIANT_WIDE}) {
+    if (variant == KVRT_VARIANT_WIDE && !wide)
+      continue;
+    addFused(cases, "fused_qkv" + variantSuffix(variant),
+             [variant](CaseEnv &env) {
+               FSpec spec;
+               spec.tables = env.decodeTables(7);
+               spec.source = SourceStorage::FusedQkv;
+               spec.variant = variant;
+               return spec;
+             });
+  }
   addFused(cases, "fused_qkv_odd_stride/scalar", [](CaseEnv &env) {
     FSpec spec;
     spec.tables = env.prefillTables();
@@ -1029,11 +1083,13 @@ std::vector<CaseDef> slotMappingCases() {
   return cases;
 }
 
-std::vector<CaseDef> casesFor(const Description &desc) {
+/// The cases of `desc`; `wide`: its bundle has a wide kernel to force
+/// (Description::hasWideKernel, unless the plan is overridden).
+std::vector<CaseDef> casesFor(const Description &desc, bool wide) {
   std::vector<CaseDef> cases;
   if (desc.kOnly || desc.latent()) {
     // No V: the launches differ (LatentCases.cpp).
-    for (LatentCase &c : latentCases(desc))
+    for (LatentCase &c : latentCases(desc, wide))
       cases.push_back(
           {c.first, [run = c.second](CaseEnv &env, std::string &failure) {
              LatentCaseEnv latent{env.backend,
@@ -1048,12 +1104,12 @@ std::vector<CaseDef> casesFor(const Description &desc) {
   }
   switch (desc.kind) {
   case Kind::Append:
-    cases = appendCases();
+    cases = appendCases(wide);
     if (desc.quant)
-      addQuantCases(cases, desc);
+      addQuantCases(cases, desc, wide);
     return cases;
   case Kind::FusedAppend:
-    return fusedCases();
+    return fusedCases(wide);
   case Kind::SlotMapping:
     return slotMappingCases();
   case Kind::Gather:
@@ -1065,25 +1121,59 @@ std::vector<CaseDef> casesFor(const Description &desc) {
   return {};
 }
 
-/// Empty if `bundle` holds every kernel of `desc`, else what is missing.
-std::string missingKernels(const kvrt_bundle *bundle, const Description &desc) {
-  std::string missing;
+bool hasKernel(const kvrt_bundle *bundle, const std::string &name) {
   size_t count = kvrt_bundle_num_kernels(bundle);
-  for (const std::string &kernel : desc.kernelNames()) {
-    bool found = false;
-    for (size_t i = 0; i < count && !found; ++i)
-      found = kernel == kvrt_bundle_kernel_name(bundle, i);
-    if (!found)
+  for (size_t i = 0; i < count; ++i)
+    if (name == kvrt_bundle_kernel_name(bundle, i))
+      return true;
+  return false;
+}
+
+/// The kernels the cases of `desc` test: desc.kernelNames(), with the wide
+/// kernel where `wide` says.
+std::vector<std::string> testedKernels(const Description &desc, bool wide) {
+  std::vector<std::string> names = desc.kernelNames();
+  names.erase(std::remove(names.begin(), names.end(), desc.wideKernelName()),
+              names.end());
+  if (wide)
+    names.push_back(desc.wideKernelName());
+  return names;
+}
+
+/// Empty if `bundle` holds every kernel of `desc` that the cases test, and
+/// no variant of it that they do not (a wide or scalar kernel the plan gives
+/// a description that Description does not know of would run nowhere); else
+/// what differs. Only the exact variant names count: a bundle may hold
+/// other kernels that start with the name (a quantized append's
+/// NAME_gather, an MLA append's NAME_slots, or another description's).
+std::string kernelSetMismatch(const kvrt_bundle *bundle,
+                              const Description &desc, bool wide) {
+  std::vector<std::string> tested = testedKernels(desc, wide);
+  std::string missing, untested;
+  for (const std::string &kernel : tested)
+    if (!hasKernel(bundle, kernel))
       missing += (missing.empty() ? "" : ", ") + kernel;
-  }
-  return missing;
+  for (const std::string &kernel :
+       {desc.scalarKernelName(), desc.wideKernelName()})
+    if (std::find(tested.begin(), tested.end(), kernel) == tested.end() &&
+        hasKernel(bundle, kernel))
+      untested += (untested.empty() ? "" : ", ") + kernel;
+  std::string why;
+  if (!missing.empty())
+    why = "the bundle lacks kernel(s) " + missing;
+  if (!untested.empty())
+    why += (why.empty() ? "" : "; ") +
+           std::string("the bundle has kernel(s) ") + untested +
+           " that the suite does not test (Description::kernelNames no "
+           "longer mirrors the kernel plan)";
+  return why;
 }
 
 } // namespace
 
 std::vector<std::string> caseNames(const Description &desc) {
   std::vector<std::string> names;
-  for (const CaseDef &c : casesFor(desc))
+  for (const CaseDef &c : casesFor(desc, desc.hasWideKernel()))
     names.push_back(c.name);
   return names;
 }
@@ -1092,7 +1182,13 @@ RunStats runDescription(Backend &backend, const Description &desc,
                         const RunOptions &options, std::ostream &log) {
   RunStats stats;
   stats.descriptions = 1;
-  std::vector<CaseDef> cases = casesFor(desc);
+  kvrt_bundle *bundle = backend.bundleFor(desc);
+  // Under an overridden plan, the bundle says whether there is a wide
+  // kernel; otherwise Description does, and the bundle must agree.
+  bool wide = bundle && options.planOverridden
+                  ? hasKernel(bundle, desc.wideKernelName())
+                  : desc.hasWideKernel();
+  std::vector<CaseDef> cases = casesFor(desc, wide);
   if (!options.caseFilter.empty())
     cases.erase(std::remove_if(cases.begin(), cases.end(),
                                [&](const CaseDef &c) {
@@ -1110,13 +1206,12 @@ RunStats runDescription(Backend &backend, const Description &desc,
         << "): " << message << "\n";
   };
 
-  kvrt_bundle *bundle = backend.bundleFor(desc);
-  std::string missing = bundle ? missingKernels(bundle, desc) : std::string();
-  if (!bundle || !missing.empty()) {
+  std::string why = bundle ? kernelSetMismatch(bundle, desc, wide)
+                           : "no bundle: " + backend.lastError();
+  if (!why.empty()) {
     // Every case counts as failed: a description that does not compile has
-    // passed none of them.
-    std::string why = bundle ? "the bundle lacks kernel(s) " + missing
-                             : "no bundle: " + backend.lastError();
+    // passed none of them, and one whose kernels are not what the cases
+    // test has not been tested.
     for (const CaseDef &c : cases) {
       ++stats.cases;
       fail(c.name, why);

@@ -2,6 +2,7 @@
 
 #include "conformance/Description.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -162,10 +163,33 @@ std::string Description::toMlir() const {
   return op;
 }
 
+bool Description::hasWideKernel() const {
+  if (kind != Kind::Append && kind != Kind::FusedAppend)
+    return false;
+  // planKernels' chunk: 16 bytes of the wider dtype, halved until it divides
+  // head_dim.
+  int64_t widest = static_cast<int64_t>(
+      std::max(dtypeBytes(sourceDtype), dtypeBytes(cacheDtype)));
+  int64_t vec = 16 / widest;
+  while (headDim % vec != 0)
+    vec /= 2;
+  int64_t chunksPerToken = numKvHeads * headDim / vec;
+  // A dynamic scale's iteration is its group: the token's chunks, or its
+  // head's. Only a group of one chunk leaves room for a second one.
+  int64_t chunksPerGroup = 1;
+  if (quant && quant->dynamic())
+    chunksPerGroup = quant->granularity == Granularity::PerToken
+                         ? chunksPerToken
+                         : headDim / vec;
+  return chunksPerGroup == 1 && chunksPerToken % 2 == 0;
+}
+
 std::vector<std::string> Description::kernelNames() const {
   if (kind == Kind::SlotMapping)
     return {name};
   std::vector<std::string> names = {name, scalarKernelName()};
+  if (hasWideKernel())
+    names.push_back(wideKernelName());
   if (hasRoundtripGather()) {
     names.push_back(gatherKernelName());
     names.push_back(gatherKernelName() + "_scalar");

@@ -499,7 +499,7 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
 
 } // namespace
 
-std::vector<LatentCase> latentCases(const Description &desc) {
+std::vector<LatentCase> latentCases(const Description &desc, bool wide) {
   std::vector<LatentCase> cases;
   auto add = [&](std::string name, Spec spec, int which) {
     cases.push_back({std::move(name),
@@ -518,9 +518,12 @@ std::vector<LatentCase> latentCases(const Description &desc) {
                        }
                      }});
   };
-  Spec scalar, vector, shared, odd, oddVector;
+  Spec scalar, vector, shared, odd, oddVector, wideSpec;
   scalar.variant = KVRT_VARIANT_SCALAR;
   vector.variant = KVRT_VARIANT_VECTOR;
+  // A K-only append's wide kernel: AUTO picks it only from its min_tokens
+  // on (thousands of tokens), far past these cases, so they force it.
+  wideSpec.variant = KVRT_VARIANT_WIDE;
   shared.rows = Rows::Shared;
   odd.rows = Rows::SharedOdd;
   oddVector = odd;
@@ -546,6 +549,8 @@ std::vector<LatentCase> latentCases(const Description &desc) {
   if (desc.kind == Kind::FusedAppend) {
     add("fused/auto", Spec(), 3);
     add("fused/scalar", scalar, 3);
+    if (wide)
+      add("fused/wide", wideSpec, 3);
     add("fused_shared_rows_odd/auto", odd, 3);
     Spec value;
     value.breaks = Break::GiveValue;
@@ -557,6 +562,18 @@ std::vector<LatentCase> latentCases(const Description &desc) {
   add("decode/scalar", scalar, 0);
   add("prefill/auto", Spec(), 1);
   add("prefill/vector", vector, 1);
+  if (wide) {
+    add("decode/wide", wideSpec, 0);
+    add("prefill/wide", wideSpec, 1);
+    // Shared rows with padding and slots past the cache, and the odd row
+    // stride that breaks the promise the wide kernel shares with the vector
+    // one.
+    Spec sharedWide = shared, oddWide = oddVector;
+    sharedWide.variant = oddWide.variant = KVRT_VARIANT_WIDE;
+    oddWide.message = "'" + desc.wideKernelName() + "'";
+    add("shared_rows/wide", sharedWide, 2);
+    add("shared_rows_odd/wide_refused", oddWide, 0);
+  }
   add("mixed_padding/auto", Spec(), 2);
   add(
       "shared_rows/vector",

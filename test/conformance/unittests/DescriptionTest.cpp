@@ -60,14 +60,119 @@ TEST(DescriptionTest, ContiguousUsesMaxSeqLen) {
             "256, num_kv_heads = 8, head_dim = 64, dtype = f16> from f16");
 }
 
-TEST(DescriptionTest, KernelNamesIncludeScalarVariant) {
+TEST(DescriptionTest, KernelNamesIncludeScalarAndWideVariants) {
   Description append =
       make(Kind::Append, Layout::PagedNHD, 16, DType::BF16, DType::BF16);
+  EXPECT_EQ(append.wideKernelName(), "kv_op_wide");
   EXPECT_EQ(append.kernelNames(),
-            (std::vector<std::string>{"kv_op", "kv_op_scalar"}));
+            (std::vector<std::string>{"kv_op", "kv_op_scalar", "kv_op_wide"}));
   Description slots =
       make(Kind::SlotMapping, Layout::PagedNHD, 16, DType::BF16, DType::BF16);
   EXPECT_EQ(slots.kernelNames(), (std::vector<std::string>{"kv_op"}));
+  // No wide kernel: only the two variants.
+  Description gather =
+      make(Kind::Gather, Layout::PagedNHD, 16, DType::F32, DType::BF16);
+  EXPECT_EQ(gather.kernelNames(),
+            (std::vector<std::string>{"kv_op", "kv_op_scalar"}));
+  // A static scale's append has a wide kernel, and its roundtrip gather
+  // comes after it.
+  Description fp8 =
+      make(Kind::Append, Layout::PagedNHD, 16, DType::BF16, DType::F8E4M3);
+  fp8.quant = QuantSpec{QuantKind::FP8E4M3, Granularity::PerTensor,
+                        ScaleMode::Static, false};
+  EXPECT_EQ(fp8.kernelNames(),
+            (std::vector<std::string>{"kv_op", "kv_op_scalar", "kv_op_wide",
+                                      "kv_op_gather", "kv_op_gather_scalar"}));
+  // A dynamic scale's has none.
+  fp8.quant->mode = ScaleMode::Dynamic;
+  fp8.quant->granularity = Granularity::PerTokenHead;
+  EXPECT_EQ(fp8.kernelNames(),
+            (std::vector<std::string>{"kv_op", "kv_op_scalar", "kv_op_gather",
+                                      "kv_op_gather_scalar"}));
+}
+
+// The cases below follow the kernel plan's rule (wideMinTokens in
+// lib/Conversion/KernelPlan.cpp); the suites check each bundle against it.
+TEST(DescriptionTest, HasWideKernelFollowsThePlan) {
+  // The serving shape: 8 x 128 bf16 is 128 chunks of 8 a token.
+  Description append =
+      make(Kind::Append, Layout::PagedNHD, 16, DType::BF16, DType::BF16);
+  EXPECT_TRUE(append.hasWideKernel());
+  EXPECT_TRUE(
+      make(Kind::FusedAppend, Layout::PagedNHD, 16, DType::BF16, DType::BF16)
+          .hasWideKernel());
+  // A K-only cache is appended by kv.append too.
+  Description kOnly = append;
+  kOnly.kOnly = true;
+  EXPECT_TRUE(kOnly.hasWideKernel());
+  // A static scale keeps one chunk an iteration.
+  Description quant = append;
+  quant.cacheDtype = DType::I8;
+  quant.quant = QuantSpec{QuantKind::Int8, Granularity::PerTokenHead,
+                          ScaleMode::Static, false};
+  EXPECT_TRUE(quant.hasWideKernel());
+  // A dynamic scale's iteration is its group (here a head: 16 chunks).
+  quant.quant->mode = ScaleMode::Dynamic;
+  EXPECT_FALSE(quant.hasWideKernel());
+  quant.quant->granularity = Granularity::PerToken;
+  EXPECT_FALSE(quant.hasWideKernel());
+  // Gathers, slot mappings and latent appends have none.
+  EXPECT_FALSE(make(Kind::Gather, Layout::PagedNHD, 16, DType::F32, DType::BF16)
+                   .hasWideKernel());
+  EXPECT_FALSE(
+      make(Kind::SlotMapping, Layout::PagedNHD, 16, DType::BF16, DType::BF16)
+          .hasWideKernel());
+  Description mla =
+      make(Kind::MlaAppend, Layout::PagedNHD, 16, DType::BF16, DType::BF16);
+  mla.numKvHeads = 1;
+  mla.kvLoraRank = 512;
+  mla.ropeDim = 64;
+  mla.headDim = 576;
+  mla.kOnly = true;
+  EXPECT_FALSE(mla.hasWideKernel());
+  mla.kind = Kind::MlaFusedAppend;
+  EXPECT_FALSE(mla.hasWideKernel());
+  // An odd number of chunks a token: 1 x 24 bf16 is 3 chunks of 8.
+  Description odd = append;
+  odd.numKvHeads = 1;
+  odd.headDim = 24;
+  EXPECT_FALSE(odd.hasWideKernel());
+  // The chunk follows the wider dtype: 3 x 24 from f32 is 18 chunks of 4.
+  odd.numKvHeads = 3;
+  odd.sourceDtype = DType::F32;
+  EXPECT_TRUE(odd.hasWideKernel());
+}
+
+TEST(DescriptionTest, WideCasesExactlyWhereThereIsAWideKernel) {
+  int withWide = 0, withoutWide = 0;
+  std::set<std::tuple<Kind, bool, bool>> covered; // kind, K-only, quantized
+  for (const Description &d : conformanceMatrix()) {
+    std::vector<std::string> names = caseNames(d);
+    bool wideCase = std::any_of(names.begin(), names.end(), [](auto &name) {
+      return name.find("/wide") != std::string::npos;
+    });
+    EXPECT_EQ(wideCase, d.hasWideKernel()) << d.name;
+    if (d.hasWideKernel()) {
+      ++withWide;
+      covered.insert({d.kind, d.kOnly, d.quant.has_value()});
+    } else if (d.kind == Kind::Append || d.kind == Kind::FusedAppend) {
+      ++withoutWide;
+    }
+  }
+  EXPECT_GT(withWide, 100);
+  EXPECT_GT(withoutWide, 10);
+  // Plain and fused appends, of K/V and K-only caches, unquantized and
+  // statically quantized.
+  for (auto key : {std::tuple(Kind::Append, false, false),
+                   std::tuple(Kind::Append, false, true),
+                   std::tuple(Kind::Append, true, false),
+                   std::tuple(Kind::Append, true, true),
+                   std::tuple(Kind::FusedAppend, false, false),
+                   std::tuple(Kind::FusedAppend, false, true),
+                   std::tuple(Kind::FusedAppend, true, false)})
+    EXPECT_TRUE(covered.count(key))
+        << kindName(std::get<0>(key)) << " k_only " << std::get<1>(key)
+        << " quant " << std::get<2>(key);
 }
 
 TEST(DescriptionTest, ModuleHoldsEveryOpOnce) {
@@ -320,13 +425,48 @@ TEST(DescriptionTest, CaseListsPerKind) {
   Description append =
       make(Kind::Append, Layout::PagedNHD, 16, DType::BF16, DType::BF16);
   std::vector<std::string> names = caseNames(append);
-  for (const char *name :
-       {"decode/auto", "decode/scalar", "prefill/auto", "mixed/scalar",
-        "padding/auto", "out_of_range/scalar", "fused_qkv/vector",
-        "fused_qkv_odd_stride/scalar", "fused_qkv_odd_stride/auto",
-        "fused_qkv_odd_stride/vector_refused", "permuted_source/auto",
-        "strided_cache/auto", "twice_equals_once/auto", "empty/auto"})
+  for (const char *name : {"decode/auto",
+                           "decode/scalar",
+                           "prefill/auto",
+                           "mixed/scalar",
+                           "padding/auto",
+                           "out_of_range/scalar",
+                           "fused_qkv/vector",
+                           "fused_qkv_odd_stride/scalar",
+                           "fused_qkv_odd_stride/auto",
+                           "fused_qkv_odd_stride/vector_refused",
+                           "permuted_source/auto",
+                           "strided_cache/auto",
+                           "twice_equals_once/auto",
+                           "empty/auto",
+                           "decode/wide",
+                           "prefill/wide",
+                           "mixed/wide",
+                           "padding/wide",
+                           "out_of_range/wide",
+                           "fused_qkv/wide",
+                           "fused_qkv_odd_stride/wide_refused"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  // Without a wide kernel (a dynamic scale), no case forces one.
+  Description dynamic = append;
+  dynamic.cacheDtype = DType::I8;
+  dynamic.quant = QuantSpec{QuantKind::Int8, Granularity::PerTokenHead,
+                            ScaleMode::Dynamic, false};
+  for (const std::string &name : caseNames(dynamic))
+    EXPECT_EQ(name.find("wide"), std::string::npos) << name;
+  std::vector<std::string> fused = caseNames(
+      make(Kind::FusedAppend, Layout::PagedHND, 16, DType::BF16, DType::BF16));
+  for (const char *name : {"decode/wide", "prefill/wide",
+                           "padding_overflow/wide", "fused_qkv/wide"})
+    EXPECT_NE(std::find(fused.begin(), fused.end(), name), fused.end()) << name;
+  Description kOnly = append;
+  kOnly.kOnly = true;
+  std::vector<std::string> kOnlyNames = caseNames(kOnly);
+  for (const char *name : {"decode/wide", "prefill/wide", "shared_rows/wide",
+                           "shared_rows_odd/wide_refused"})
+    EXPECT_NE(std::find(kOnlyNames.begin(), kOnlyNames.end(), name),
+              kOnlyNames.end())
+        << name;
   EXPECT_EQ(caseNames(make(Kind::SlotMapping, Layout::PagedNHD, 16, DType::BF16,
                            DType::BF16)),
             (std::vector<std::string>{"decode", "prefill", "padding_overflow",

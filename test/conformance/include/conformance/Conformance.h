@@ -2,7 +2,7 @@
 //
 // The entry points the host and GPU suites call. Each description runs a
 // fixed list of cases (decode, prefill, mixed batches, padding, out-of-range
-// slots, fused-QKV views, both variants, ...); each case poisons the caches,
+// slots, fused-QKV views, each variant, ...); each case poisons the caches,
 // runs kvrt on fresh random data, and compares every byte of the caches (or
 // of the built slot mapping) with the reference.
 //
@@ -31,6 +31,12 @@ struct RunOptions {
   bool verbose = false;
   /// Run only the cases whose name contains this (empty: all).
   std::string caseFilter;
+  /// The compiler ran with options that may change its kernel plan (the
+  /// host suite under KVGEN_OPTIONS: --kvgen-chunks-per-thread=2 or
+  /// --kvgen-wide-min-tokens=0 leave no wide kernel). Whether a description
+  /// has a wide kernel is then read from its bundle, not from
+  /// Description::hasWideKernel(), which mirrors the default plan.
+  bool planOverridden = false;
 };
 
 struct CaseFailure {
@@ -52,9 +58,9 @@ struct RunStats {
   std::string summary() const;
 };
 
-/// The names of the cases runDescription() runs for `desc`, in order
-/// ("decode/auto", "prefill/scalar", "fused_qkv_odd_stride/vector_refused",
-/// ...).
+/// The names of the cases runDescription() runs for `desc` under the
+/// default plan, in order ("decode/auto", "prefill/scalar", "decode/wide"
+/// where desc.hasWideKernel(), "fused_qkv_odd_stride/vector_refused", ...).
 std::vector<std::string> caseNames(const Description &desc);
 
 /// Runs every case of one description. Failures are logged to `log` (with

@@ -117,9 +117,22 @@ struct Description {
   std::string toMlir() const;
 
   /// The kernels the bundle holds for this description: `name` (the vector
-  /// variant, or the only kernel of slot_mapping), `name_scalar`, and a
-  /// quantized append's gather (both variants).
+  /// variant, or the only kernel of slot_mapping), `name_scalar`,
+  /// `name_wide` where hasWideKernel(), a quantized append's gather (both
+  /// variants) and an MLA append's slot_mapping kernel.
+  std::vector<std::string> kernelNames() const;
   std::string scalarKernelName() const { return name + "_scalar"; }
+  /// Whether the compiler emits a wide variant (`name_wide`, two chunks a
+  /// thread, picked by AUTO from its min_tokens on): a plain or fused K/V
+  /// (or K-only) append whose chunk-loop iteration is one chunk, of a token
+  /// of an even number of chunks; not a dynamic scale's (an iteration is
+  /// its group), a latent one's (already two chunks a thread), a gather's
+  /// or a slot_mapping's. This mirrors wideMinTokens in
+  /// lib/Conversion/KernelPlan.cpp under the default plan; runDescription
+  /// fails every case of a description whose bundle disagrees, so that a
+  /// change of the plan's rule that the suite does not follow is loud.
+  bool hasWideKernel() const;
+  std::string wideKernelName() const { return name + "_wide"; }
   bool hasRoundtripGather() const {
     return quant && !kOnly &&
            (kind == Kind::Append || kind == Kind::FusedAppend);
@@ -138,7 +151,6 @@ struct Description {
   /// appends through them.
   bool hasSlotMappingCompanion() const { return kind == Kind::MlaAppend; }
   std::string slotMappingKernelName() const { return name + "_slots"; }
-  std::vector<std::string> kernelNames() const;
 
   /// A one-line summary for logs.
   std::string summary() const;

@@ -35,8 +35,10 @@ struct LatentCaseEnv {
 using LatentCase =
     std::pair<std::string, std::function<bool(LatentCaseEnv &, std::string &)>>;
 
-/// The cases of a K-only (`desc.kOnly`) or latent description.
-std::vector<LatentCase> latentCases(const Description &desc);
+/// The cases of a K-only (`desc.kOnly`) or latent description; `wide`: its
+/// bundle has a wide kernel (a K-only append's, Description::hasWideKernel)
+/// for cases to force.
+std::vector<LatentCase> latentCases(const Description &desc, bool wide);
 
 } // namespace kvgen::conformance
 
