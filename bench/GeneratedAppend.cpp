@@ -149,9 +149,10 @@ makeGeneratedAppend(kvrt_bundle *bundle, const std::string &kvrtName,
   }
 #endif
   (void)why;
-  const kvrt_variant v = variant == "scalar" ? KVRT_VARIANT_SCALAR
-                         : variant == "auto" ? KVRT_VARIANT_AUTO
-                                             : KVRT_VARIANT_VECTOR;
+  const kvrt_variant v = variant == "scalar"   ? KVRT_VARIANT_SCALAR
+                         : variant == "wide"   ? KVRT_VARIANT_WIDE
+                         : variant == "vector" ? KVRT_VARIANT_VECTOR
+                                               : KVRT_VARIANT_AUTO;
   if (g.desc.latent)
     return makeMlaAppend(bundle, kvrtName, v, g, state);
   return std::make_unique<GeneratedAppend>(bundle, kvrtName, v, g, state);

@@ -118,17 +118,25 @@ bool kvrtNameOf(const std::string &name, const std::string &manifestVariant,
   out->manifestName = name;
   out->kvrtName = name;
   out->variant = requested;
-  const char *scalar = abi::variantName(abi::Variant::Scalar);
-  if (manifestVariant != scalar)
+  abi::Variant variant;
+  if (!abi::parseVariant(manifestVariant, &variant)) {
+    *error = "kernel '" + name + "' has the unknown variant '" +
+             manifestVariant + "'";
+    return false;
+  }
+  // A scalar or wide kernel is its description's name plus a suffix, and
+  // naming it forces its variant.
+  const std::string suffix = abi::variantSuffix(variant);
+  if (suffix.empty())
     return true;
-  const std::string suffix = "_scalar";
   if (name.size() <= suffix.size() ||
       name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-    *error = "scalar kernel '" + name + "' does not end in _scalar";
+    *error =
+        manifestVariant + " kernel '" + name + "' does not end in " + suffix;
     return false;
   }
   out->kvrtName.resize(name.size() - suffix.size());
-  out->variant = scalar;
+  out->variant = manifestVariant;
   return true;
 }
 

@@ -21,7 +21,8 @@ struct kvrt_bundle;
 namespace kvbench {
 
 struct KernelChoice {
-  /// The manifest's name of the chosen kernel (NAME or NAME_scalar).
+  /// The manifest's name of the chosen kernel (NAME, NAME_scalar or
+  /// NAME_wide).
   std::string manifestName;
   /// The name kvrt_append takes: the description's (vector variant's) name.
   std::string kvrtName;
@@ -34,9 +35,9 @@ struct KernelChoice {
 Description descriptionFromManifest(const json &entry);
 
 /// The kvrt name and variant of manifest name `name` of variant
-/// `manifestVariant`, under the --variant `requested`: a scalar kernel's
-/// kvrt name drops its "_scalar" suffix and forces the scalar variant.
-/// False (with `*error`) if a scalar kernel's name lacks the suffix.
+/// `manifestVariant`, under the --variant `requested`: a scalar or wide
+/// kernel's kvrt name drops its "_scalar" or "_wide" suffix and forces its
+/// variant. False (with `*error`) if its name lacks the suffix.
 bool kvrtNameOf(const std::string &name, const std::string &manifestVariant,
                 const std::string &requested, KernelChoice *out,
                 std::string *error);

@@ -16,10 +16,12 @@ void printUsage() {
       "usage: kvbench [--bundle FILE [--kernel NAME] [--variant V]] "
       "[--layout L] [--targets FILE] [--quick] [--seed N] [OUT_DIR]\n"
       "  --bundle FILE   a kvgen bundle (kvgen --emit=bundle)\n"
-      "  --kernel NAME   the kernel to time (NAME or NAME_scalar); may be\n"
-      "                  left out when the bundle has one append; exit %d\n"
+      "  --kernel NAME   the kernel to time (NAME, NAME_scalar or NAME_wide);\n"
+      "                  may be left out when the bundle has one append;\n"
+      "                  exit %d\n"
       "                  if the bundle has no such kernel\n"
-      "  --variant V     vector (default), scalar or auto (kvrt's choice)\n"
+      "  --variant V     auto (default: kvrt's choice, the wide kernel from\n"
+      "                  its min_tokens on), vector, wide or scalar\n"
       "  --layout L      without --bundle: time only the reference and the\n"
       "                  ceilings for the bf16 8x128 block-16 description\n"
       "                  of layout L (--list-layouts names them)\n"
@@ -82,8 +84,9 @@ Options parseOptions(int argc, char **argv) {
     options.outDir = out && *out ? out : "kvbench-out";
   }
   if (options.variant != "vector" && options.variant != "scalar" &&
-      options.variant != "auto")
-    fatal("--variant must be vector, scalar or auto, not " + options.variant);
+      options.variant != "wide" && options.variant != "auto")
+    fatal("--variant must be auto, vector, wide or scalar, not " +
+          options.variant);
   if (!options.kernel.empty() && options.bundlePath.empty())
     fatal("--kernel needs --bundle");
   return options;

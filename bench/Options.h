@@ -13,7 +13,7 @@ namespace kvbench {
 struct Options {
   std::string bundlePath;
   std::string kernel;
-  std::string variant = "vector";
+  std::string variant = "auto";
   /// Without --bundle: the layout of the reference-only description (the
   /// ABI's name of the default description's layout).
   std::string layout = kvgen::abi::layoutName(kvgen::abi::kDefaultLayout);

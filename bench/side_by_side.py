@@ -95,6 +95,12 @@ def parse_args(argv):
                              % DEFAULT_KERNEL +
                              "repeat for several; one that no bundle has is "
                              "skipped with a message")
+    parser.add_argument("--variant", default="auto",
+                        choices=["auto", "vector"],
+                        help="how a vector kernel's description is launched: "
+                             "kvrt's choice (default; the wide kernel from its "
+                             "min_tokens on) or its vector kernel alone; a "
+                             "NAME_wide or NAME_scalar kernel forces its own")
     parser.add_argument("--kvrt-lib",
                         help="libkvrt.so (default: BUILD/lib beside the "
                              "first bundle's bench/ folder)")
@@ -124,6 +130,20 @@ def parse_args(argv):
                      "of %d): %s" % (PREFILL_REQUEST_TOKENS,
                                      PREFILL_REQUEST_TOKENS, bad))
     return args
+
+
+def kvrt_call(name, manifest_variant, variant):
+    """The description name and kvrt variant ('auto', 'vector', 'wide',
+    'scalar') that launch manifest kernel `name` of variant
+    `manifest_variant` under --variant `variant`: a scalar or wide kernel is
+    its description's name plus a suffix, and naming it forces it."""
+    suffix = {"scalar": "_scalar", "wide": "_wide"}.get(manifest_variant)
+    if suffix is None:
+        return name, variant
+    if not name.endswith(suffix):
+        raise ValueError("%s kernel %r does not end in %s"
+                         % (manifest_variant, name, suffix))
+    return name[:-len(suffix)], manifest_variant
 
 
 def repetitions(quick):

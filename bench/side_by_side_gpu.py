@@ -265,7 +265,13 @@ class Setup:
                  slots[s * t:(s + 1) * t]) for s in range(case["sets"])]
 
 
-def kvgen_launcher(kvrt, bundle, name, setup, sets, stream):
+VARIANTS = {"auto": capi.VARIANT_AUTO, "vector": capi.VARIANT_VECTOR,
+            "wide": capi.VARIANT_WIDE, "scalar": capi.VARIANT_SCALAR}
+
+
+def kvgen_launcher(kvrt, bundle, call, setup, sets, stream):
+    """`call`: the description's name and the kvrt variant (kvrt_call)."""
+    name, variant = call
     tensors = Tensors()
     key_cache, value_cache = tensors(setup.key_cache), tensors(
         setup.value_cache)
@@ -275,7 +281,7 @@ def kvgen_launcher(kvrt, bundle, name, setup, sets, stream):
     args = []
     for k, v, s in sets:
         a = capi.AppendArgs(name.encode(), tensors(k), tensors(v), tensors(s),
-                            key_cache, value_cache, capi.VARIANT_VECTOR)
+                            key_cache, value_cache, VARIANTS[variant])
         if scale is not None:
             a.key_scale = scale
             a.value_scale = scale
@@ -364,6 +370,7 @@ def check_dynamic_int8(setup, kvgen, sets):
 
 
 def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
+    call = sbs.kvrt_call(name, manifest.get("variant"), args.variant)
     desc = sbs.description_from_manifest(manifest)
     why = sbs.unsupported(desc)
     alone = bool(why) and sbs.reference_checkable(desc)
@@ -373,7 +380,7 @@ def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
     cases = sbs.make_cases(desc, args.decode, args.prefill, args.seed)
     setup = Setup(desc, cases)
     peer = load_peer(args.peer)
-    result = {"name": name, "description": desc,
+    result = {"name": name, "kvrt_variant": call[1], "description": desc,
               "bytes_per_token": per_token, "num_blocks": setup.blocks,
               "rows": [], "checks": [], "ok": True}
     # The check writes the largest size's first set: the most rows.
@@ -382,7 +389,7 @@ def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
         result["peer"] = "none: %s" % why
     for case in cases:
         sets = setup.sets(case)
-        kvgen = kvgen_launcher(kvrt, bundle, name, setup, sets, timer.stream)
+        kvgen = kvgen_launcher(kvrt, bundle, call, setup, sets, timer.stream)
         other = None if alone else peer_launcher(peer, args.peer_variant,
                                                  setup, sets)
         if case is largest:
@@ -472,7 +479,7 @@ def run(args):
                 result = compare(args, kvrt, handle, name,
                                  kvrt.manifest(handle, path, index), timer,
                                  copy_gbps)
-            except RuntimeError as e:
+            except (RuntimeError, ValueError) as e:
                 result = {"name": name, "skipped": str(e)}
             if result.get("skipped"):
                 print("  skipped: %s" % result["skipped"])

@@ -144,6 +144,13 @@ void testKvrtNames() {
   EXPECT(c.kvrtName == "bench_paged_nhd" && c.variant == "auto");
   EXPECT(!kvrtNameOf("odd", "scalar", "vector", &c, &error));
   EXPECT(error.find("_scalar") != std::string::npos);
+  // Naming the wide kernel forces it, whatever --variant says.
+  EXPECT(kvrtNameOf("bench_paged_nhd_wide", "wide", "auto", &c, &error));
+  EXPECT(c.kvrtName == "bench_paged_nhd" && c.variant == "wide");
+  EXPECT(!kvrtNameOf("odd", "wide", "auto", &c, &error));
+  EXPECT(error.find("_wide") != std::string::npos);
+  EXPECT(!kvrtNameOf("bench_paged_nhd", "narrow", "auto", &c, &error));
+  EXPECT(error.find("'narrow'") != std::string::npos);
 }
 
 Row row(const std::string &phase, int64_t tokens, double us) {

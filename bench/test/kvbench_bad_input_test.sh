@@ -28,7 +28,7 @@ echo '{not json' > "$work/broken.json"
 echo '{"kernels": []}' > "$work/empty.bundle.json"
 
 refused 2 "unknown --layout paged_xyz" --layout paged_xyz
-refused 2 "--variant must be vector, scalar or auto, not fast" --variant fast
+refused 2 "--variant must be auto, vector, wide or scalar, not fast" --variant fast
 refused 2 "--kernel needs --bundle" --kernel bench_paged_nhd
 refused 2 "unknown option --frobnicate" --frobnicate
 refused 2 "cannot read the targets file $work/none.json" --targets "$work/none.json"

@@ -42,6 +42,7 @@ class Arguments(unittest.TestCase):
         self.assertEqual(a.prefill, [4096, 16384, 65536])
         self.assertEqual(a.kernel, ["bench_paged_nhd"])
         self.assertEqual(a.peer_variant, "token")
+        self.assertEqual(a.variant, "auto")
         self.assertFalse(a.quick)
 
     def test_repeated_and_sizes(self):
@@ -213,6 +214,21 @@ class Report(unittest.TestCase):
             open(os.path.join(build, "lib", "libkvrt.so.0.1.0"), "w").close()
             self.assertEqual(sbs.default_kvrt_lib(bundle),
                              os.path.join(build, "lib", "libkvrt.so.0.1.0"))
+
+
+class KvrtCall(unittest.TestCase):
+    def test_vector_kernel_takes_the_variant_asked_for(self):
+        self.assertEqual(sbs.kvrt_call("k", "vector", "auto"), ("k", "auto"))
+        self.assertEqual(sbs.kvrt_call("k", "vector", "vector"),
+                         ("k", "vector"))
+
+    def test_wide_and_scalar_kernels_force_their_own(self):
+        self.assertEqual(sbs.kvrt_call("k_wide", "wide", "auto"),
+                         ("k", "wide"))
+        self.assertEqual(sbs.kvrt_call("k_scalar", "scalar", "vector"),
+                         ("k", "scalar"))
+        with self.assertRaises(ValueError):
+            sbs.kvrt_call("k", "wide", "auto")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 
 from . import _dlpack, _kvrt, errors
 
-_VARIANTS = {"auto": 0, "vector": 1, "scalar": 2}
+_VARIANTS = {"auto": 0, "vector": 1, "scalar": 2, "wide": 3}
 
 # The args structs of kvrt.h, packed in one call. Fields: the kernel name,
 # the tensors, the variant (an enum: int32 plus padding), then the four scale
@@ -206,7 +206,11 @@ class Bundle:
                 continue
             if not _cache_matches(k.get("cache", {}), cache):
                 continue
-            if k.get("variant") != "scalar":
+            variant = k.get("variant")
+            if variant == "wide" and k["name"].endswith("_wide"):
+                # kvrt names a description by its vector variant's name.
+                return k["name"][:-len("_wide")]
+            if variant != "scalar":
                 return k["name"]
             found = found or k["name"]
         return found
@@ -413,5 +417,5 @@ def _variant(variant):
         return _VARIANTS[variant]
     except KeyError:
         raise errors.InvalidArgumentError(
-            "variant: expected one of auto, vector, scalar, got %r"
+            "variant: expected one of auto, vector, scalar, wide, got %r"
             % (variant,)) from None

@@ -18,7 +18,7 @@ from ._dlpack import (BFLOAT, CPU, CUDA, FLOAT, FLOAT8_E4M3FN, FLOAT8_E5M2,
 __all__ = [
     "DLDevice", "DLDataType", "DLTensor", "TensorPtr", "AppendArgs",
     "Tensor", "torch_tensor", "VARIANT_AUTO", "VARIANT_VECTOR",
-    "VARIANT_SCALAR", "CPU", "CUDA", "INT",
+    "VARIANT_SCALAR", "VARIANT_WIDE", "CPU", "CUDA", "INT",
     "UINT", "FLOAT", "BFLOAT", "FLOAT8_E4M3FN", "FLOAT8_E5M2",
 ]
 
@@ -26,6 +26,7 @@ __all__ = [
 VARIANT_AUTO = 0
 VARIANT_VECTOR = 1
 VARIANT_SCALAR = 2
+VARIANT_WIDE = 3
 
 
 class DLDevice(ctypes.Structure):

@@ -123,6 +123,12 @@ def test_bundle_api_on_host_kernels(tmp_path):
     b.append(key, key, slots, kc, vc, variant="scalar")
     want, _ = flash_reference(key, key, np.zeros_like(kc), vc, slots)
     assert (bits(kc) == bits(want)).all()
+    # The wide kernel (kvrt's choice for many tokens), forced at three.
+    kinds = {k["name"]: k["variant"] for k in b.kernels}
+    assert kinds["kv_append_wide"] == "wide"
+    kc[:] = 0
+    b.append(key, key, slots, kc, vc, variant="wide")
+    assert (bits(kc) == bits(want)).all()
 
 
 def test_steady_state_call_does_not_look_up_kernels(monkeypatch):
