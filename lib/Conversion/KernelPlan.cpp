@@ -127,26 +127,51 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
   return kThreadsPerSM / plan.threadsX;
 }
 
+/// Whether an append splits its quantizing division by launch size: a
+/// dynamic scale (no reciprocal flag) of a 16-bit source. The fast division
+/// (Quantize.h) takes the group's scale like a static one, but its kernel
+/// needs more than 32 registers: held to the bound it spills, unbounded it
+/// runs at 9 blocks an SM. Measured on the bench's int8 per-(token, head)
+/// append (docs/PERFORMANCE.md, tuning steps 18 and 20): unbounded, decode
+/// is 6-11% faster than IEEE division at 32 registers and prefill 3-7%
+/// slower. So the vector kernel takes the fast division and the wide kernel,
+/// for many tokens, keeps IEEE division at the bound.
+static bool splitsDivision(const KernelPlan &base) {
+  kv::QuantAttr quant = base.cache.getQuant();
+  return clFastDivision && quant && quant.getMode() == kv::ScaleMode::Dynamic &&
+         !quant.getReciprocal() &&
+         (base.kind == KernelKind::Append ||
+          base.kind == KernelKind::FusedAppend) &&
+         (base.sourceType.isBF16() || base.sourceType.isF16());
+}
+
 /// The fewest tokens for which an append's wide variant is picked, or 0 for
-/// a plan that gets none: a K/V append (plain or fused) whose iteration is
-/// one chunk of a token of an even number of chunks. Below the threshold the
-/// vector variant is as fast or faster. Measured on the bench's 8 x 128
-/// append beside the vector kernel (docs/PERFORMANCE.md, tuning step 19):
-/// bf16 gains 3-4% at 4096 tokens and is level from 16384 on, but loses
-/// 1-5% in decode; a quantized one, whose vector kernel keeps full
-/// occupancy at the 32-register bound, gains only from 16384 tokens on
-/// (1.5-2%) and loses 1-3% at 2048-4096.
+/// a plan that gets none. Below the threshold the vector variant is as fast
+/// or faster. Two kinds of append get one:
+/// - one whose quantizing division splits by launch size (splitsDivision):
+///   the wide kernel is the IEEE division's, from 2048 tokens on;
+/// - otherwise a K/V append (plain or fused) whose iteration is one chunk of
+///   a token of an even number of chunks: the wide kernel moves two chunks a
+///   thread. Measured on the bench's 8 x 128 append beside the vector kernel
+///   (tuning step 19): bf16 gains 3-4% at 4096 tokens and is level from
+///   16384 on, but loses 1-5% in decode; a quantized one, whose vector kernel
+///   keeps full occupancy at the 32-register bound, gains only from 16384
+///   tokens on (1.5-2%) and loses 1-3% at 2048-4096.
 static int64_t wideMinTokens(const KernelPlan &base) {
   constexpr int64_t kMinTokens = 4096;
   constexpr int64_t kMinTokensQuantized = 16384;
-  bool eligible = (base.kind == KernelKind::Append ||
-                   base.kind == KernelKind::FusedAppend) &&
-                  base.chunksPerGroup == 1 && base.chunksPerThread == 1 &&
-                  base.chunksPerToken % 2 == 0;
-  if (!eligible || clWideMinTokens == 0)
+  constexpr int64_t kMinTokensDivision = 2048;
+  bool division = splitsDivision(base);
+  bool twoChunks = (base.kind == KernelKind::Append ||
+                    base.kind == KernelKind::FusedAppend) &&
+                   base.chunksPerGroup == 1 && base.chunksPerThread == 1 &&
+                   base.chunksPerToken % 2 == 0;
+  if ((!division && !twoChunks) || clWideMinTokens == 0)
     return 0;
   if (clWideMinTokens > 0)
     return clWideMinTokens;
+  if (division)
+    return kMinTokensDivision;
   return base.cache.getQuant() ? kMinTokensQuantized : kMinTokens;
 }
 
@@ -238,10 +263,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   // one reciprocal a scale, then a multiply, two fmas and a sign fix an
   // element, the same bytes as IEEE division (Quantize.h, emitDivide), where
   // IEEE division is a reciprocal, a check and a slow-path branch per element
-  // (docs/PERFORMANCE.md, tuning step 11). A dynamic scale keeps IEEE
-  // division: with the fast division its kernel spills at the register
-  // bound and, unbounded, loses 3-7% in prefill for 6-11% in decode (tuning
-  // step 18).
+  // (docs/PERFORMANCE.md, tuning step 11). A dynamic scale's kernels take
+  // it below (splitsDivision): its kernel spills at the register bound and,
+  // unbounded, loses 3-7% in prefill for 6-11% in decode (tuning step 18),
+  // so only the vector kernel, for fewer tokens, has it.
   base.fastDivision =
       clFastDivision && quant && quant.getMode() == kv::ScaleMode::Static &&
       !quant.getReciprocal() && base.kind != KernelKind::Gather &&
@@ -253,6 +278,15 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   vector.vectorBytes = vec * widest;
   vector.alignment = vec * widest;
   vector.minBlocksPerSM = chooseMinBlocksPerSM(vector);
+  // Where the division splits, the plan above (IEEE division, bounded) is
+  // the wide kernel's; the vector kernel, for fewer tokens, takes the fast
+  // division without the bound (splitsDivision).
+  KernelPlan ieee = vector;
+  bool division = splitsDivision(base) && wideMinTokens(base) > 0;
+  if (division) {
+    vector.fastDivision = true;
+    vector.minBlocksPerSM = 0;
+  }
   plans.push_back(vector);
 
   KernelPlan scalar = base;
@@ -263,20 +297,22 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   scalar.minBlocksPerSM = chooseMinBlocksPerSM(scalar);
   plans.push_back(scalar);
 
-  // The wide variant, for many tokens: two chunks a thread, so that a
-  // thread has two chunks of K and two of V in flight. Where a launch fills
-  // the SMs several times over, that raises the bytes in flight per SM past
-  // what one chunk a thread reaches at full occupancy; for a few tokens it
-  // halves the threads and lengthens each. A dynamic scale's iteration is
-  // already its group, and a latent append already moves two chunks a
-  // thread.
-  if (KernelPlan wide = vector; wideMinTokens(base) > 0) {
+  // The wide variant, for many tokens. Unless the division splits: two
+  // chunks a thread, so that a thread has two chunks of K and two of V in
+  // flight. Where a launch fills the SMs several times over, that raises the
+  // bytes in flight per SM past what one chunk a thread reaches at full
+  // occupancy; for a few tokens it halves the threads and lengthens each. A
+  // dynamic scale's iteration is already its group, and a latent append
+  // already moves two chunks a thread.
+  if (KernelPlan wide = division ? ieee : vector; wideMinTokens(base) > 0) {
     wide.name += abi::variantSuffix(KernelVariant::Wide);
     wide.variant = KernelVariant::Wide;
     wide.minTokens = wideMinTokens(base);
-    wide.chunksPerThread = 2;
-    chooseLaunch(wide);
-    wide.minBlocksPerSM = chooseMinBlocksPerSM(wide);
+    if (!division) {
+      wide.chunksPerThread = 2;
+      chooseLaunch(wide);
+      wide.minBlocksPerSM = chooseMinBlocksPerSM(wide);
+    }
     plans.push_back(wide);
   }
   return plans;

@@ -373,14 +373,14 @@ kv.gather @gather_vllm_e5m2 : !kv.cache<layout = vllm_vectorized,
 // the stores rather than holding them (they would spill): a token of 32
 // heads x 128 bf16 is one warp of 16 chunks a lane, still a warp of
 // shuffles; a head of 72 bf16 (9 chunks, odd) has one lane and none.
-// CHECK-LABEL: .visible .entry int8_per_token_dynamic_wide(
+// CHECK-LABEL: .visible .entry int8_per_token_dynamic_32_heads(
 // CHECK: ld.global.nc.v4.b32
 // CHECK-COUNT-10: shfl.sync.bfly.b32 {{.*}}, 31, -1;
 // CHECK: div.rn.f32
 // CHECK: ld.global.nc.v4.b32
 // CHECK: cvt.rzi.s16.f32
-// CHECK-LABEL: .visible .entry int8_per_token_dynamic_wide_scalar(
-kv.append @int8_per_token_dynamic_wide : !kv.cache<layout = paged_nhd, block_size = 16,
+// CHECK-LABEL: .visible .entry int8_per_token_dynamic_32_heads_scalar(
+kv.append @int8_per_token_dynamic_32_heads : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 32, head_dim = 128, dtype = i8,
     quant = #kv.quant<kind = int8, granularity = per_token, mode = dynamic>> from bf16
 

@@ -166,12 +166,18 @@ TEST_F(BundleTest, WideVariantByQuantization) {
                 "per_tensor, mode = static>");
   ASSERT_EQ(fp8.size(), 3u);
   EXPECT_EQ(*fp8[2].getAsObject()->getInteger("min_tokens"), 16384);
-  // A dynamic scale's iteration is its group: no wide kernel.
+  // A dynamic scale of a 16-bit source: the wide kernel (IEEE division)
+  // from 2048 tokens on, one chunk a thread like the vector kernel.
   llvm::json::Array int8 =
       kernelsOf("i8, quant = #kv.quant<kind = int8, granularity = "
                 "per_token_head, mode = dynamic>");
-  ASSERT_EQ(int8.size(), 2u);
-  EXPECT_EQ(*int8[1].getAsObject()->getString("variant"), "scalar");
+  ASSERT_EQ(int8.size(), 3u);
+  const llvm::json::Object *wide = int8[2].getAsObject();
+  EXPECT_EQ(*wide->getString("variant"), "wide");
+  EXPECT_EQ(*wide->getInteger("min_tokens"), 2048);
+  EXPECT_EQ(
+      *wide->getObject("launch")->getInteger("threads_x"),
+      *int8[0].getAsObject()->getObject("launch")->getInteger("threads_x"));
 }
 
 TEST_F(BundleTest, KvrtRefusesAParameterListThatDriftedFromTheABI) {

@@ -166,6 +166,11 @@ std::string Description::toMlir() const {
 bool Description::hasWideKernel() const {
   if (kind != Kind::Append && kind != Kind::FusedAppend)
     return false;
+  // A dynamic scale of a 16-bit source: the vector kernel takes the fast
+  // division, the wide one keeps IEEE division.
+  if (quant && quant->dynamic() && !quant->reciprocal &&
+      (sourceDtype == DType::BF16 || sourceDtype == DType::F16))
+    return true;
   // planKernels' chunk: 16 bytes of the wider dtype, halved until it divides
   // head_dim.
   int64_t widest = static_cast<int64_t>(

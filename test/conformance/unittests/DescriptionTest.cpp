@@ -83,9 +83,10 @@ TEST(DescriptionTest, KernelNamesIncludeScalarAndWideVariants) {
   EXPECT_EQ(fp8.kernelNames(),
             (std::vector<std::string>{"kv_op", "kv_op_scalar", "kv_op_wide",
                                       "kv_op_gather", "kv_op_gather_scalar"}));
-  // A dynamic scale's has none.
+  // A dynamic scale's of a 32-bit source has none.
   fp8.quant->mode = ScaleMode::Dynamic;
   fp8.quant->granularity = Granularity::PerTokenHead;
+  fp8.sourceDtype = DType::F32;
   EXPECT_EQ(fp8.kernelNames(),
             (std::vector<std::string>{"kv_op", "kv_op_scalar", "kv_op_gather",
                                       "kv_op_gather_scalar"}));
@@ -111,10 +112,18 @@ TEST(DescriptionTest, HasWideKernelFollowsThePlan) {
   quant.quant = QuantSpec{QuantKind::Int8, Granularity::PerTokenHead,
                           ScaleMode::Static, false};
   EXPECT_TRUE(quant.hasWideKernel());
-  // A dynamic scale's iteration is its group (here a head: 16 chunks).
+  // A dynamic scale of a 16-bit source: the wide kernel keeps IEEE
+  // division, whatever the group.
   quant.quant->mode = ScaleMode::Dynamic;
-  EXPECT_FALSE(quant.hasWideKernel());
+  EXPECT_TRUE(quant.hasWideKernel());
   quant.quant->granularity = Granularity::PerToken;
+  EXPECT_TRUE(quant.hasWideKernel());
+  // With a reciprocal scale, or from f32, nothing splits, and the
+  // iteration is the group (here a token: 256 chunks of 4).
+  quant.quant->reciprocal = true;
+  EXPECT_FALSE(quant.hasWideKernel());
+  quant.quant->reciprocal = false;
+  quant.sourceDtype = DType::F32;
   EXPECT_FALSE(quant.hasWideKernel());
   // Gathers, slot mappings and latent appends have none.
   EXPECT_FALSE(make(Kind::Gather, Layout::PagedNHD, 16, DType::F32, DType::BF16)
@@ -447,8 +456,10 @@ TEST(DescriptionTest, CaseListsPerKind) {
                            "fused_qkv/wide",
                            "fused_qkv_odd_stride/wide_refused"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
-  // Without a wide kernel (a dynamic scale), no case forces one.
+  // Without a wide kernel (a dynamic scale of an f32 source), no case
+  // forces one.
   Description dynamic = append;
+  dynamic.sourceDtype = DType::F32;
   dynamic.cacheDtype = DType::I8;
   dynamic.quant = QuantSpec{QuantKind::Int8, Granularity::PerTokenHead,
                             ScaleMode::Dynamic, false};

@@ -122,12 +122,14 @@ struct Description {
   /// variants) and an MLA append's slot_mapping kernel.
   std::vector<std::string> kernelNames() const;
   std::string scalarKernelName() const { return name + "_scalar"; }
-  /// Whether the compiler emits a wide variant (`name_wide`, two chunks a
-  /// thread, picked by AUTO from its min_tokens on): a plain or fused K/V
-  /// (or K-only) append whose chunk-loop iteration is one chunk, of a token
-  /// of an even number of chunks; not a dynamic scale's (an iteration is
-  /// its group), a latent one's (already two chunks a thread), a gather's
-  /// or a slot_mapping's. This mirrors wideMinTokens in
+  /// Whether the compiler emits a wide variant (`name_wide`, picked by AUTO
+  /// from its min_tokens on): a plain or fused K/V (or K-only) append with a
+  /// dynamic scale of a 16-bit source (the wide kernel keeps IEEE division,
+  /// the vector one takes the fast division), or else one whose chunk-loop
+  /// iteration is one chunk, of a token of an even number of chunks (the
+  /// wide kernel moves two a thread); not a latent one's (already two
+  /// chunks a thread), a gather's or a slot_mapping's. This mirrors
+  /// wideMinTokens in
   /// lib/Conversion/KernelPlan.cpp under the default plan; runDescription
   /// fails every case of a description whose bundle disagrees, so that a
   /// change of the plan's rule that the suite does not follow is loud.
