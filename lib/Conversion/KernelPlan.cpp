@@ -149,7 +149,12 @@ static bool splitsDivision(const KernelPlan &base) {
 /// a plan that gets none. Below the threshold the vector variant is as fast
 /// or faster. Two kinds of append get one:
 /// - one whose quantizing division splits by launch size (splitsDivision):
-///   the wide kernel is the IEEE division's, from 2048 tokens on;
+///   the wide kernel is the IEEE division's, from 2048 tokens on, 16384 for
+///   per-token scales (tuning step 20: per (token, head), the fast division
+///   leads below 2048 tokens and trails by 1.5-10% from 2048 on; per token,
+///   whose IEEE kernel takes half the fast one's registers over a token's
+///   128 chunks, it leads by 24% at one token and 5-12% at 4096, is level at
+///   16384 and 1% behind at 65536);
 /// - otherwise a K/V append (plain or fused) whose iteration is one chunk of
 ///   a token of an even number of chunks: the wide kernel moves two chunks a
 ///   thread. Measured on the bench's 8 x 128 append beside the vector kernel
@@ -161,6 +166,7 @@ static int64_t wideMinTokens(const KernelPlan &base) {
   constexpr int64_t kMinTokens = 4096;
   constexpr int64_t kMinTokensQuantized = 16384;
   constexpr int64_t kMinTokensDivision = 2048;
+  constexpr int64_t kMinTokensDivisionPerToken = 16384;
   bool division = splitsDivision(base);
   bool twoChunks = (base.kind == KernelKind::Append ||
                     base.kind == KernelKind::FusedAppend) &&
@@ -171,7 +177,10 @@ static int64_t wideMinTokens(const KernelPlan &base) {
   if (clWideMinTokens > 0)
     return clWideMinTokens;
   if (division)
-    return kMinTokensDivision;
+    return base.cache.getQuant().getGranularity() ==
+                   kv::ScaleGranularity::PerToken
+               ? kMinTokensDivisionPerToken
+               : kMinTokensDivision;
   return base.cache.getQuant() ? kMinTokensQuantized : kMinTokens;
 }
 
