@@ -290,8 +290,9 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   // Where the division splits, the plan above (IEEE division, bounded) is
   // the wide kernel's; the vector kernel, for fewer tokens, takes the fast
   // division without the bound (splitsDivision).
-  KernelPlan ieee = vector;
-  bool division = splitsDivision(base) && wideMinTokens(base) > 0;
+  int64_t minTokens = wideMinTokens(base);
+  bool division = minTokens > 0 && splitsDivision(base);
+  KernelPlan wide = vector;
   if (division) {
     vector.fastDivision = true;
     vector.minBlocksPerSM = 0;
@@ -313,10 +314,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   // occupancy; for a few tokens it halves the threads and lengthens each. A
   // dynamic scale's iteration is already its group, and a latent append
   // already moves two chunks a thread.
-  if (KernelPlan wide = division ? ieee : vector; wideMinTokens(base) > 0) {
+  if (minTokens > 0) {
     wide.name += abi::variantSuffix(KernelVariant::Wide);
     wide.variant = KernelVariant::Wide;
-    wide.minTokens = wideMinTokens(base);
+    wide.minTokens = minTokens;
     if (!division) {
       wide.chunksPerThread = 2;
       chooseLaunch(wide);

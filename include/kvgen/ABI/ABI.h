@@ -42,9 +42,9 @@ enum class KernelKind {
 };
 
 /// A description's kernels. Vector and scalar are the alignment promise's two
-/// sides; wide is a vector kernel for many tokens (several chunks a thread,
-/// all loads before the stores), which kvrt picks from the launch's token
-/// count alone, so a captured graph stays valid.
+/// sides; wide is a vector kernel planned for many tokens (two chunks a
+/// thread, or a dynamic scale's IEEE division), which kvrt picks from the
+/// launch's token count alone, so a captured graph stays valid.
 enum class Variant { Vector, Scalar, Wide };
 
 enum class QuantKind {

@@ -94,8 +94,9 @@ struct KernelPlan {
 
 /// The kernels generated for `op` (a kv.append, kv.slot_mapping,
 /// kv.fused_append or kv.gather): the vector and scalar variants for appends
-/// and gathers, and for an append whose iteration is one chunk a wide
-/// variant; one kernel for slot mappings.
+/// and gathers, and for most appends and fused appends a wide variant
+/// (wideMinTokens in KernelPlan.cpp says which); one kernel for slot
+/// mappings.
 std::vector<KernelPlan> planKernels(mlir::Operation *op);
 
 /// Name of the function attribute that carries a plan's launch geometry

@@ -800,22 +800,19 @@ std::vector<CaseDef> appendCases(bool wide) {
   // projection: aligned (the vector variant must accept them), and with an
   // odd row stride (only the scalar variant may run; AUTO must fall back to
   // it; VECTOR must be refused with nothing written).
-  addAppend(cases, "fused_qkv/vector", [](CaseEnv &env) {
-    Spec spec;
-    spec.slots = env.mixedSlots();
-    spec.source = SourceStorage::FusedQkv;
-    spec.variant = KVRT_VARIANT_VECTOR;
-    return spec;
-  });
   // The wide kernel makes the vector kernel's promise: the same views.
+  std::vector<kvrt_variant> promising = {KVRT_VARIANT_VECTOR};
   if (wide)
-    addAppend(cases, "fused_qkv/wide", [](CaseEnv &env) {
-      Spec spec;
-      spec.slots = env.mixedSlots();
-      spec.source = SourceStorage::FusedQkv;
-      spec.variant = KVRT_VARIANT_WIDE;
-      return spec;
-    });
+    promising.push_back(KVRT_VARIANT_WIDE);
+  for (kvrt_variant variant : promising)
+    addAppend(cases, "fused_qkv" + variantSuffix(variant),
+              [variant](CaseEnv &env) {
+                Spec spec;
+                spec.slots = env.mixedSlots();
+                spec.source = SourceStorage::FusedQkv;
+                spec.variant = variant;
+                return spec;
+              });
   for (kvrt_variant variant : {KVRT_VARIANT_SCALAR, KVRT_VARIANT_AUTO}) {
     addAppend(cases, "fused_qkv_odd_stride" + variantSuffix(variant),
               [variant](CaseEnv &env) {
