@@ -5,8 +5,10 @@
 // ld.global.nc loads, every load of a thread issued before its first store
 // (several tokens in flight per thread), 64-bit offsets, shift-and-mask slot
 // arithmetic, and a choice of grids that kvbench times and keeps the best of
-// per size. It reads no K/V of a token whose slot is negative or past the
-// cache, like the generated kernels must (docs/CONTRACT.md).
+// per size. Two further shapes ask where a copy's bandwidth goes: K and V in
+// blocks of their own, and the bulk copy engine instead of threads. It reads
+// no K/V of a token whose slot is negative or past the cache, like the
+// generated kernels must (docs/CONTRACT.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,18 +139,25 @@ __device__ __forceinline__ void storeElement(uint16_t *address,
 /// Thread (x, y) of a block handles chunks x, x + 128, ... of the tokens
 /// group * tokensPerGroup + u * rows + y, u < kTokensPerThread: the rows of
 /// one u are adjacent tokens, so the block's loads of one u are contiguous
-/// when the inputs are.
-template <bool kValueTransposed, int kTokensPerThread, bool kStreaming>
+/// when the inputs are. With kSplitKV the grid's work is twice the groups:
+/// the first numGroups items copy K only, the rest V only.
+template <bool kValueTransposed, int kTokensPerThread, bool kStreaming,
+          bool kSplitKV>
 __global__ void __launch_bounds__(kThreadsX *kMaxRows)
     referenceAppendKernel(const ReferenceAppendParams p) {
   const int rows = blockDim.y;
   const int64_t tokensPerGroup = int64_t(kTokensPerThread) * rows;
   const int64_t numGroups = (p.numTokens + tokensPerGroup - 1) / tokensPerGroup;
+  const int64_t numItems = kSplitKV ? 2 * numGroups : numGroups;
   const int64_t chunkMask = (int64_t(1) << p.log2ChunksPerHead) - 1;
   const int numChunks = int(p.numHeads) << p.log2ChunksPerHead;
   const int64_t posMask = (int64_t(1) << p.log2BlockSize) - 1;
 
-  for (int64_t group = blockIdx.x; group < numGroups; group += gridDim.x) {
+  for (int64_t item = blockIdx.x; item < numItems; item += gridDim.x) {
+    const bool valueHalf = kSplitKV && item >= numGroups;
+    const int64_t group = valueHalf ? item - numGroups : item;
+    const bool doKey = !valueHalf;
+    const bool doValue = !kSplitKV || valueHalf;
     int64_t token[kTokensPerThread];
     int64_t slot[kTokensPerThread];
 #pragma unroll
@@ -174,12 +183,14 @@ __global__ void __launch_bounds__(kThreadsX *kMaxRows)
       for (int u = 0; u < kTokensPerThread; ++u) {
         if (slot[u] < 0)
           continue;
-        keyChunk[u] =
-            loadChunk<kStreaming>(p.key + token[u] * p.keyStrideToken +
-                                  head * p.keyStrideHead + 8 * j);
-        valueChunk[u] =
-            loadChunk<kStreaming>(p.value + token[u] * p.valueStrideToken +
-                                  head * p.valueStrideHead + 8 * j);
+        if (doKey)
+          keyChunk[u] =
+              loadChunk<kStreaming>(p.key + token[u] * p.keyStrideToken +
+                                    head * p.keyStrideHead + 8 * j);
+        if (doValue)
+          valueChunk[u] =
+              loadChunk<kStreaming>(p.value + token[u] * p.valueStrideToken +
+                                    head * p.valueStrideHead + 8 * j);
       }
 #pragma unroll
       for (int u = 0; u < kTokensPerThread; ++u) {
@@ -187,11 +198,14 @@ __global__ void __launch_bounds__(kThreadsX *kMaxRows)
           continue;
         const int64_t block = slot[u] >> p.log2BlockSize;
         const int64_t pos = slot[u] & posMask;
-        storeChunk<kStreaming>(p.keyCache + block * p.keyCacheStrideBlock +
-                                   head * p.keyCacheStrideHead +
-                                   pos * p.keyCacheStridePos +
-                                   j * p.keyCacheStrideChunk,
-                               keyChunk[u]);
+        if (doKey)
+          storeChunk<kStreaming>(p.keyCache + block * p.keyCacheStrideBlock +
+                                     head * p.keyCacheStrideHead +
+                                     pos * p.keyCacheStridePos +
+                                     j * p.keyCacheStrideChunk,
+                                 keyChunk[u]);
+        if (!doValue)
+          continue;
         if constexpr (!kValueTransposed) {
           storeChunk<kStreaming>(
               p.valueCache + block * p.valueCacheStrideBlock +
@@ -215,38 +229,220 @@ __global__ void __launch_bounds__(kThreadsX *kMaxRows)
   }
 }
 
+__device__ __forceinline__ uint32_t sharedAddress(const void *pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+/// The bulk copy engine's append: one warp a block, kTokensPerBlock tokens a
+/// group. Per group, the warp reads the slots, then its lanes issue one
+/// global -> shared bulk copy per head row of K and of V of every token whose
+/// slot is in the cache (a row is whole 16-byte chunks, as cp.async.bulk
+/// needs), all counted on one mbarrier; once it completes they issue the
+/// shared -> global bulk copies into the cache: one per row where the cache's
+/// row is contiguous, one per 16-byte chunk where it is not, and element
+/// stores from shared memory for a transposed value cache. The stage is
+/// reused by the next group only after every lane's bulk stores have read it.
+template <bool kValueTransposed, int kTokensPerBlock>
+__global__ void __launch_bounds__(32)
+    bulkAppendKernel(const ReferenceAppendParams p) {
+  extern __shared__ __align__(128) uint8_t stage[];
+  __shared__ __align__(8) uint64_t loadedStorage;
+  const uint32_t loaded = sharedAddress(&loadedStorage);
+  const int lane = threadIdx.x;
+  const int chunksPerHead = 1 << p.log2ChunksPerHead;
+  const uint32_t rowBytes = 16u * uint32_t(chunksPerHead);
+  const int rowsPerToken = 2 * int(p.numHeads); // K's heads, then V's
+  const int64_t numGroups =
+      (p.numTokens + kTokensPerBlock - 1) / kTokensPerBlock;
+  const int64_t posMask = (int64_t(1) << p.log2BlockSize) - 1;
+
+  if (lane == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(loaded)
+                 : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncwarp();
+  uint32_t phase = 0;
+  for (int64_t group = blockIdx.x; group < numGroups; group += gridDim.x) {
+    int64_t token[kTokensPerBlock];
+    int64_t slot[kTokensPerBlock];
+    uint32_t bytes = 0;
+#pragma unroll
+    for (int u = 0; u < kTokensPerBlock; ++u) {
+      token[u] = group * kTokensPerBlock + u;
+      int64_t s = -1;
+      if (token[u] < p.numTokens)
+        s = __ldg(p.slotMapping + token[u]);
+      if (s >= 0 && (s >> p.log2BlockSize) >= p.numBlocks)
+        s = -1;
+      slot[u] = s;
+      if (s >= 0)
+        bytes += uint32_t(rowsPerToken) * rowBytes;
+    }
+    if (bytes == 0) // the same for every lane: one group a warp
+      continue;
+    // Shared memory read by this lane's element stores, then written by the
+    // next bulk copies: order the two proxies. Then wait until this lane's
+    // bulk stores have read the stage, and the whole warp's.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    __syncwarp();
+    if (lane == 0)
+      asm volatile(
+          "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+              loaded),
+          "r"(bytes)
+          : "memory");
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < kTokensPerBlock; ++u) {
+      if (slot[u] < 0)
+        continue;
+      for (int r = lane; r < rowsPerToken; r += 32) {
+        const bool isKey = r < p.numHeads;
+        const int64_t head = isKey ? r : r - p.numHeads;
+        const uint16_t *source =
+            isKey ? p.key + token[u] * p.keyStrideToken + head * p.keyStrideHead
+                  : p.value + token[u] * p.valueStrideToken +
+                        head * p.valueStrideHead;
+        const uint32_t row =
+            sharedAddress(stage + (u * rowsPerToken + r) * rowBytes);
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::"
+                     "complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(row),
+                     "l"(source), "r"(rowBytes), "r"(loaded)
+                     : "memory");
+      }
+    }
+    uint32_t done = 0;
+    while (!done)
+      asm volatile("{\n .reg .pred ready;\n"
+                   " mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], "
+                   "%2;\n selp.u32 %0, 1, 0, ready;\n}"
+                   : "=r"(done)
+                   : "r"(loaded), "r"(phase)
+                   : "memory");
+    phase ^= 1;
+#pragma unroll
+    for (int u = 0; u < kTokensPerBlock; ++u) {
+      if (slot[u] < 0)
+        continue;
+      const int64_t block = slot[u] >> p.log2BlockSize;
+      const int64_t pos = slot[u] & posMask;
+      for (int r = lane; r < rowsPerToken; r += 32) {
+        const bool isKey = r < p.numHeads;
+        const int64_t head = isKey ? r : r - p.numHeads;
+        const uint8_t *staged = stage + (u * rowsPerToken + r) * rowBytes;
+        uint16_t *dest =
+            isKey ? p.keyCache + block * p.keyCacheStrideBlock +
+                        head * p.keyCacheStrideHead + pos * p.keyCacheStridePos
+                  : p.valueCache + block * p.valueCacheStrideBlock +
+                        head * p.valueCacheStrideHead +
+                        pos * p.valueCacheStridePos;
+        if (kValueTransposed && !isKey) {
+          const uint16_t *elements = reinterpret_cast<const uint16_t *>(staged);
+          for (int e = 0; e < 8 * chunksPerHead; ++e)
+            dest[e * p.valueCacheStrideDim] = elements[e];
+          continue;
+        }
+        const int64_t strideChunk =
+            isKey ? p.keyCacheStrideChunk : p.valueCacheStrideChunk;
+        if (strideChunk == 8) {
+          asm volatile(
+              "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::
+                  "l"(dest),
+              "r"(sharedAddress(staged)), "r"(rowBytes)
+              : "memory");
+          continue;
+        }
+        for (int j = 0; j < chunksPerHead; ++j)
+          asm volatile(
+              "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 16;" ::
+                  "l"(dest + j * strideChunk),
+              "r"(sharedAddress(staged + 16 * j))
+              : "memory");
+      }
+    }
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  }
+  // The stage must outlive the reads of this lane's last bulk stores.
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 using ReferenceKernel = void (*)(const ReferenceAppendParams);
 
-template <bool kValueTransposed, bool kStreaming>
-ReferenceKernel selectKernel(int tokensPerThread) {
+template <bool kValueTransposed, bool kStreaming, bool kSplitKV>
+ReferenceKernel selectThreadKernel(int tokensPerThread) {
   switch (tokensPerThread) {
   case 1:
-    return referenceAppendKernel<kValueTransposed, 1, kStreaming>;
+    return referenceAppendKernel<kValueTransposed, 1, kStreaming, kSplitKV>;
   case 2:
-    return referenceAppendKernel<kValueTransposed, 2, kStreaming>;
+    return referenceAppendKernel<kValueTransposed, 2, kStreaming, kSplitKV>;
   case 4:
-    return referenceAppendKernel<kValueTransposed, 4, kStreaming>;
+    return referenceAppendKernel<kValueTransposed, 4, kStreaming, kSplitKV>;
   default:
     return nullptr;
   }
 }
 
-ReferenceKernel selectKernel(bool valueTransposed, int tokensPerThread,
-                             bool streaming) {
+template <bool kValueTransposed>
+ReferenceKernel selectBulkKernel(int tokensPerBlock) {
+  switch (tokensPerBlock) {
+  case 1:
+    return bulkAppendKernel<kValueTransposed, 1>;
+  case 2:
+    return bulkAppendKernel<kValueTransposed, 2>;
+  case 4:
+    return bulkAppendKernel<kValueTransposed, 4>;
+  default:
+    return nullptr;
+  }
+}
+
+/// The split and streaming shapes are not combined (no configuration asks
+/// for both), which keeps the instantiations down.
+ReferenceKernel selectKernel(bool valueTransposed,
+                             const ReferenceConfig &config) {
+  const int tokens = config.tokensPerThread;
+  if (config.bulk)
+    return valueTransposed ? selectBulkKernel<true>(tokens)
+                           : selectBulkKernel<false>(tokens);
+  if (config.splitKV && config.streaming)
+    return nullptr;
+  if (config.splitKV)
+    return valueTransposed ? selectThreadKernel<true, false, true>(tokens)
+                           : selectThreadKernel<false, false, true>(tokens);
   if (valueTransposed)
-    return streaming ? selectKernel<true, true>(tokensPerThread)
-                     : selectKernel<true, false>(tokensPerThread);
-  return streaming ? selectKernel<false, true>(tokensPerThread)
-                   : selectKernel<false, false>(tokensPerThread);
+    return config.streaming ? selectThreadKernel<true, true, false>(tokens)
+                            : selectThreadKernel<true, false, false>(tokens);
+  return config.streaming ? selectThreadKernel<false, true, false>(tokens)
+                          : selectThreadKernel<false, false, false>(tokens);
+}
+
+/// Dynamic shared memory of a bulk configuration: every head row of K and V
+/// of its tokens.
+size_t bulkStageBytes(const ReferenceAppendParams &params,
+                      const ReferenceConfig &config) {
+  return size_t(config.tokensPerThread) * 2 * size_t(params.numHeads) *
+         (size_t(16) << params.log2ChunksPerHead);
 }
 
 const std::vector<ReferenceConfig> kConfigs = {
-    {"t1r1", 1, 1, false, false},   {"t1r2", 1, 2, false, false},
-    {"t2r1", 2, 1, false, false},   {"t2r2", 2, 2, false, false},
-    {"t4r1", 4, 1, false, false},   {"t4r2", 4, 2, false, false},
-    {"p-t2r2", 2, 2, true, false},  {"p-t4r1", 4, 1, true, false},
-    {"t1r1-cs", 1, 1, false, true}, {"t2r2-cs", 2, 2, false, true},
-    {"p-t4r1-cs", 4, 1, true, true}};
+    {"t1r1", 1, 1, false, false, false, false},
+    {"t1r2", 1, 2, false, false, false, false},
+    {"t2r1", 2, 1, false, false, false, false},
+    {"t2r2", 2, 2, false, false, false, false},
+    {"t4r1", 4, 1, false, false, false, false},
+    {"t4r2", 4, 2, false, false, false, false},
+    {"p-t2r2", 2, 2, true, false, false, false},
+    {"p-t4r1", 4, 1, true, false, false, false},
+    {"t1r1-cs", 1, 1, false, true, false, false},
+    {"t2r2-cs", 2, 2, false, true, false, false},
+    {"p-t4r1-cs", 4, 1, true, true, false, false},
+    {"t1r1-kv", 1, 1, false, false, true, false},
+    {"t2r1-kv", 2, 1, false, false, true, false},
+    {"bulk-t1", 1, 1, false, false, false, true},
+    {"bulk-t2", 2, 1, false, false, false, true},
+    {"bulk-t4", 4, 1, false, false, false, true}};
 constexpr size_t kMaxConfigs = 16;
 
 /// Persistent grid per config and value-transposition: resident blocks per
@@ -306,10 +502,10 @@ cudaError_t initReference(int device) {
     for (size_t i = 0; i < kConfigs.size(); ++i) {
       const ReferenceConfig &config = kConfigs[i];
       int blocksPerSM = 0;
+      if (!config.persistent)
+        continue;
       error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocksPerSM,
-          selectKernel(transposed != 0, config.tokensPerThread,
-                       config.streaming),
+          &blocksPerSM, selectKernel(transposed != 0, config),
           kThreadsX * config.rows, 0);
       if (error != cudaSuccess)
         return error;
@@ -325,7 +521,7 @@ int64_t referenceGridSize(const ReferenceAppendParams &params,
   const int64_t tokensPerGroup = int64_t(config.tokensPerThread) * config.rows;
   const int64_t groups =
       (params.numTokens + tokensPerGroup - 1) / tokensPerGroup;
-  int64_t grid = groups;
+  int64_t grid = config.splitKV ? 2 * groups : groups;
   if (config.persistent)
     grid = std::min(
         grid, persistentGrid[params.valueTransposed ? 1 : 0][configIndex]);
@@ -346,8 +542,20 @@ cudaError_t launchReferenceAppend(const ReferenceAppendParams &params,
   const int64_t grid = referenceGridSize(params, configIndex);
   if (grid <= 0 || grid > 0x7fffffff)
     return cudaErrorInvalidConfiguration;
-  ReferenceKernel kernel = selectKernel(
-      params.valueTransposed, config.tokensPerThread, config.streaming);
+  ReferenceKernel kernel = selectKernel(params.valueTransposed, config);
+  if (!kernel)
+    return cudaErrorInvalidConfiguration;
+  if (config.bulk) {
+    const size_t stageBytes = bulkStageBytes(params, config);
+    if (stageBytes > 48 * 1024) {
+      const cudaError_t error = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(stageBytes));
+      if (error != cudaSuccess)
+        return error;
+    }
+    kernel<<<unsigned(grid), 32, stageBytes, stream>>>(params);
+    return cudaGetLastError();
+  }
   kernel<<<unsigned(grid), dim3(kThreadsX, config.rows), 0, stream>>>(params);
   return cudaGetLastError();
 }

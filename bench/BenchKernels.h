@@ -90,12 +90,22 @@ struct ReferenceAppendParams {
 /// thread, `rows` tokens side by side in a 128 x rows thread block, either
 /// one block per group of tokens or a persistent grid that strides over them,
 /// and plain or streaming (evict-first: ld/st.global.cs) accesses.
+///
+/// Two shapes probe where a copy's bandwidth goes rather than how many bytes
+/// a thread keeps in flight: `splitKV` gives K and V their own blocks (the
+/// first half of the grid writes only the key cache, the second only the
+/// value cache), so the DRAM sees one write stream at a time instead of two
+/// interleaved ones; `bulk` moves each head row with the Hopper bulk copy
+/// engine (cp.async.bulk global -> shared -> global, one warp a block,
+/// `tokensPerThread` tokens a block), so no thread holds the bytes at all.
 struct ReferenceConfig {
   const char *name;
   int tokensPerThread;
   int rows;
   bool persistent;
   bool streaming;
+  bool splitKV;
+  bool bulk;
 };
 
 /// The configurations kvbench tries, fastest per size kept.

@@ -147,11 +147,15 @@ def kvrt_call(name, manifest_variant, variant):
 
 
 def repetitions(quick):
-    """How often each mode repeats: cold calls, graph samples, eager calls."""
+    """How often each mode repeats: cold calls, graph samples, eager calls.
+    Graph samples are odd and many enough that a median of interleaved
+    samples (kvgen's and the peer's, the first alternating) is not the
+    median of one order's samples alone: at 128 decode tokens a sample is
+    only the one pass over the sets, 300 calls."""
     if quick:
-        return {"cold": 15, "graph": 2, "eager_calls": 300, "eager": 2,
+        return {"cold": 15, "graph": 3, "eager_calls": 300, "eager": 2,
                 "copy": 3, "max_graphs": 20}
-    return {"cold": 100, "graph": 5, "eager_calls": 3000, "eager": 5,
+    return {"cold": 100, "graph": 15, "eager_calls": 3000, "eager": 5,
             "copy": 10, "max_graphs": 400}
 
 

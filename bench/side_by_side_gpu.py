@@ -98,7 +98,9 @@ class Tensors:
 
 class Timer:
     """The modes of kvbench, in Python: cold (flush, events around one call),
-    graph (replays of graphs of 100 calls) and eager (a Python loop)."""
+    graph (replays of graphs of 100 calls) and eager (a Python loop). Each
+    has a _pair form that times two launchers with their samples
+    interleaved, for a ratio that drift over the run does not bias."""
 
     def __init__(self, stream, reps):
         self.stream = stream
@@ -109,6 +111,15 @@ class Timer:
     def flush(self):
         # A read-only pass over 1 GiB evicts every line of the L2.
         self.flush_buffer.sum()
+
+    @staticmethod
+    def _turns(count, launches):
+        """Per sample, the order the launchers take their turns in: the
+        given order, reversed every other sample, so that neither always
+        goes first."""
+        order = list(range(len(launches)))
+        for r in range(count):
+            yield r, (order if r % 2 == 0 else order[::-1])
 
     def cold(self, launch, sets):
         return self._cold((launch,), sets)[0]
@@ -132,9 +143,8 @@ class Timer:
                   for _ in launches]
         for launch in launches:
             launch(0)
-        order = list(range(len(launches)))
-        for r in range(n):
-            for w in (order if r % 2 == 0 else order[::-1]):
+        for r, turns in self._turns(n, launches):
+            for w in turns:
                 self.flush()
                 start, stop = events[w][r]
                 start.record(self.stream)
@@ -146,13 +156,23 @@ class Timer:
     def graph(self, launch, sets):
         """us per call over replays of graphs that together cover the sets
         (at most max_graphs graphs)."""
-        count = min(-(-sets // sbs.GRAPH_CALLS), self.reps["max_graphs"])
+        return self._graph((launch,), sets)[0]
+
+    def graph_pair(self, first, second, sets):
+        """graph() of two launchers at once, their samples interleaved (and
+        which goes first alternating) for cold_pair's reason: drift over a
+        run then hits both alike (docs/PERFORMANCE.md, tuning step 12)."""
+        return self._graph((first, second), sets)
+
+    def graph_interleaved(self, launches, sets):
+        """graph() of any number of launchers, their samples interleaved as
+        graph_pair's are (the turn order reversed every other sample)."""
+        return self._graph(tuple(launches), sets)
+
+    def _capture(self, launch, sets, count):
+        """`count` graphs of GRAPH_CALLS calls of one launcher, the sets in
+        turn, sharing one memory pool (the launcher's own)."""
         graphs = []
-        torch.cuda.synchronize()
-        # capture_begin/end on the current (non-default) stream, not
-        # torch.cuda.graph(), which collects garbage before every capture:
-        # hundreds of graphs would spend seconds in the collector.
-        assert torch.cuda.current_stream() == self.stream
         for g in range(count):
             graph = torch.cuda.CUDAGraph()
             graph.capture_begin(pool=graphs[0].pool() if graphs else None)
@@ -162,35 +182,71 @@ class Timer:
             finally:
                 graph.capture_end()
             graphs.append(graph)
-        for graph in graphs:  # upload and warm up
-            graph.replay()
+        return graphs
+
+    def _graph(self, launches, sets):
+        """Every launcher's graphs are captured, uploaded and warmed before
+        the first sample; then per sample, for each launcher (in turn
+        order, reversed every other sample), events around the replay of
+        all its graphs. Each block starts on an idle device (its stop
+        event is waited for before the next start), as it did before the
+        pairs, so the launcher that goes second does not find the first's
+        work queued ahead of its start event. A list of us-per-call samples
+        per launcher."""
+        count = min(-(-sets // sbs.GRAPH_CALLS), self.reps["max_graphs"])
         torch.cuda.synchronize()
-        samples = []
-        for _ in range(self.reps["graph"]):
-            start = torch.cuda.Event(enable_timing=True)
-            stop = torch.cuda.Event(enable_timing=True)
-            start.record(self.stream)
-            for graph in graphs:
+        # capture_begin/end on the current (non-default) stream, not
+        # torch.cuda.graph(), which collects garbage before every capture:
+        # hundreds of graphs would spend seconds in the collector.
+        assert torch.cuda.current_stream() == self.stream
+        graphs = [self._capture(launch, sets, count) for launch in launches]
+        for per in graphs:  # upload and warm up
+            for graph in per:
                 graph.replay()
-            stop.record(self.stream)
-            stop.synchronize()
-            samples.append(start.elapsed_time(stop) * 1e3 /
-                           (count * sbs.GRAPH_CALLS))
+        torch.cuda.synchronize()
+        samples = [[] for _ in launches]
+        for _, turns in self._turns(self.reps["graph"], launches):
+            for w in turns:
+                start = torch.cuda.Event(enable_timing=True)
+                stop = torch.cuda.Event(enable_timing=True)
+                start.record(self.stream)
+                for graph in graphs[w]:
+                    graph.replay()
+                stop.record(self.stream)
+                stop.synchronize()
+                samples[w].append(start.elapsed_time(stop) * 1e3 /
+                                  (count * sbs.GRAPH_CALLS))
         del graphs
         return samples
 
     def eager(self, launch, sets):
+        return self._eager((launch,), sets)[0]
+
+    def eager_pair(self, first, second, sets):
+        """eager() of two launchers at once, their samples interleaved (and
+        which goes first alternating) for cold_pair's reason: drift over a
+        run then hits both alike (docs/PERFORMANCE.md, tuning step 12)."""
+        return self._eager((first, second), sets)
+
+    def _eager(self, launches, sets):
+        """Every launcher warmed up first; then per sample, for each
+        launcher (in turn order, reversed every other sample), the host
+        clock around a Python loop of calls and the synchronize after it. A
+        list of us-per-call samples per launcher."""
         calls = max(min(sets, self.reps["eager_calls"]), 50)
-        for i in range(min(calls, 50)):
-            launch(i % sets)
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(self.reps["eager"]):
-            t0 = time.perf_counter()
-            for i in range(calls):
+        for launch in launches:
+            for i in range(min(calls, 50)):
                 launch(i % sets)
-            torch.cuda.synchronize()
-            samples.append((time.perf_counter() - t0) * 1e6 / calls)
+        torch.cuda.synchronize()
+        samples = [[] for _ in launches]
+        for _, turns in self._turns(self.reps["eager"], launches):
+            for w in turns:
+                launch = launches[w]
+                t0 = time.perf_counter()
+                for i in range(calls):
+                    launch(i % sets)
+                torch.cuda.synchronize()
+                samples[w].append((time.perf_counter() - t0) * 1e6 / calls)
         return samples
 
     def copy_ceiling(self):
@@ -401,15 +457,18 @@ def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
         modes = [m for m in args.modes
                  if m != "graph" or case["phase"] == "decode"]
         for mode in modes:
-            time_mode = getattr(timer, mode)
-            if mode == "cold" and other:
-                # Repetition by repetition: kvgen's and the peer's cold
-                # samples come from the same stretch of the run.
-                k, p = timer.cold_pair(kvgen, other, case["sets"])
+            if other:
+                # Sample by sample in every mode, which goes first
+                # alternating: kvgen's and the peer's samples come from the
+                # same stretch of the run, so drift over it hits both alike.
+                # Timed one block after the other, a cold median moved by
+                # up to 10% (docs/PERFORMANCE.md, tuning step 12); graph and
+                # eager, once timed kvgen then peer, are now interleaved the
+                # same way.
+                k, p = getattr(timer, mode + "_pair")(kvgen, other,
+                                                      case["sets"])
             else:
-                # One after the other, kvgen then peer.
-                k = time_mode(kvgen, case["sets"])
-                p = time_mode(other, case["sets"]) if other else []
+                k, p = getattr(timer, mode)(kvgen, case["sets"]), []
             row = sbs.make_row(case["phase"], case["tokens"], case["sets"],
                                mode, k, p, per_token, copy_gbps)
             result["rows"].append(row)

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """The pure parts of bench/side_by_side.py, on the CPU: its arguments, the
-bytes it counts per token, the workloads' slots, and the report it writes.
-Exits 77 (skipped) where the interpreter cannot import the script."""
+bytes it counts per token, the workloads' slots, and the report it writes;
+and the order side_by_side_gpu.py's Timer times two launchers in, on a
+stand-in for torch. Exits 77 (skipped) where the interpreter cannot import
+the script."""
 
+import importlib
 import json
 import math
 import os
 import random
 import sys
 import tempfile
+import types
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 os.pardir))
@@ -229,6 +234,175 @@ class KvrtCall(unittest.TestCase):
                          ("k", "scalar"))
         with self.assertRaises(ValueError):
             sbs.kvrt_call("k", "wide", "auto")
+
+
+class FakeDevice:
+    """Stands in for torch (and the host clock) under side_by_side_gpu's
+    Timer: calls run at once, in order, each advancing a clock by its
+    launcher's cost, which grows by `drift` per call run before it; a graph
+    keeps the calls captured into it and runs them on replay. `log` holds
+    the calls run, as (launcher, set)."""
+
+    def __init__(self, costs, drift=0.0):
+        self.costs, self.drift = costs, drift
+        self.clock = 0.0  # ms
+        self.log = []
+        self.capturing = None
+        self.stream = object()
+
+    def call(self, tag, i):
+        if self.capturing is not None:
+            self.capturing.calls.append((tag, i))
+            return
+        self.clock += self.costs[tag] * (1 + self.drift * len(self.log))
+        self.log.append((tag, i))
+
+    def perf_counter(self):  # side_by_side_gpu's `time`, in seconds
+        return self.clock / 1e3
+
+    def launcher(self, tag):
+        return lambda i: self.call(tag, i)
+
+    def torch(self):
+        device = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self, stream):
+                assert stream is device.stream
+                self.t = device.clock
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, stop):
+                return stop.t - self.t
+
+        class CUDAGraph:
+            def __init__(self):
+                self.calls, self.pool_id = [], None
+                self.captured = False
+
+            def capture_begin(self, pool=None):
+                assert device.capturing is None
+                self.pool_id = pool if pool is not None else object()
+                device.capturing = self
+
+            def capture_end(self):
+                device.capturing, self.captured = None, True
+
+            def pool(self):
+                return self.pool_id
+
+            def replay(self):
+                assert self.captured
+                for call in self.calls:
+                    device.call(*call)
+
+        cuda = types.SimpleNamespace(
+            Event=Event, CUDAGraph=CUDAGraph, synchronize=lambda: None,
+            current_stream=lambda: device.stream)
+        return types.SimpleNamespace(
+            cuda=cuda, float32="float32",
+            ones=lambda *a, **k: types.SimpleNamespace(sum=lambda: None))
+
+
+class PairedTimer(unittest.TestCase):
+    """kvgen's and the peer's samples interleave in every mode, which goes
+    first alternating (docs/PERFORMANCE.md, tuning step 12)."""
+
+    REPS = {"cold": 4, "graph": 4, "eager_calls": 60, "eager": 4,
+            "copy": 1, "max_graphs": 400}
+
+    def timer(self, costs, drift=0.0):
+        self.device = FakeDevice(costs, drift)
+        capi = types.ModuleType("kvgen.capi")
+        for name in ("AUTO", "VECTOR", "WIDE", "SCALAR"):
+            setattr(capi, "VARIANT_" + name, name)
+        kvgen = types.ModuleType("kvgen")
+        kvgen.capi = capi
+        with mock.patch.dict(sys.modules, {"torch": self.device.torch(),
+                                           "kvgen": kvgen,
+                                           "kvgen.capi": capi}):
+            sys.modules.pop("side_by_side_gpu", None)
+            gpu = importlib.import_module("side_by_side_gpu")
+        gpu.time = self.device
+        return gpu.Timer(self.device.stream, dict(self.REPS))
+
+    def blocks(self, size, start=0):
+        """The launcher of each block of `size` calls of the log from
+        `start` on (a block's calls all one launcher's)."""
+        log = self.device.log[start:]
+        tags = [{tag for tag, _ in log[b:b + size]}
+                for b in range(0, len(log), size)]
+        self.assertTrue(all(len(t) == 1 for t in tags), tags)
+        return "".join(t.pop() for t in tags)
+
+    def test_graph_pair(self):
+        timer = self.timer({"k": 0.002, "p": 0.003})
+        sets = 2 * sbs.GRAPH_CALLS + 50  # three graphs each
+        graphs = []
+        real = timer._capture
+        timer._capture = lambda *a: graphs.append(real(*a)) or graphs[-1]
+        k, p = timer.graph_pair(self.device.launcher("k"),
+                                self.device.launcher("p"), sets)
+        self.assertEqual([len(g) for g in graphs], [3, 3])
+        # Each launcher's graphs share a pool of their own.
+        pools = [{g.pool() for g in per} for per in graphs]
+        self.assertEqual([len(x) for x in pools], [1, 1])
+        self.assertNotEqual(pools[0], pools[1])
+        self.assertEqual(graphs[0][2].calls[49:51], [("k", 249), ("k", 0)])
+        # Both warmed up, then four samples: k p, p k, k p, p k.
+        self.assertEqual(self.blocks(3 * sbs.GRAPH_CALLS), "kp" + "kppkkppk")
+        for samples, us in ((k, 2.0), (p, 3.0)):
+            self.assertEqual(len(samples), 4)
+            for x in samples:
+                self.assertAlmostEqual(x, us)
+        one = self.timer({"k": 0.002}).graph(self.device.launcher("k"), 10)
+        self.assertEqual(len(one), 4)
+        self.assertAlmostEqual(one[0], 2.0)
+
+    def test_eager_pair(self):
+        timer = self.timer({"k": 0.004, "p": 0.05})
+        k, p = timer.eager_pair(self.device.launcher("k"),
+                                self.device.launcher("p"), 10)
+        # 50 calls at least: 50 of each to warm up, then four samples.
+        self.assertEqual(self.blocks(50), "kp" + "kppkkppk")
+        self.assertEqual(self.device.log[-50:][:11],
+                         [("k", i % 10) for i in range(11)])
+        for samples, us in ((k, 4.0), (p, 50.0)):
+            self.assertEqual(len(samples), 4)
+            for x in samples:
+                self.assertAlmostEqual(x, us)
+        one = self.timer({"k": 0.004}).eager(self.device.launcher("k"), 100)
+        self.assertEqual(len(one), 4)
+        self.assertAlmostEqual(one[0], 4.0)
+        self.assertEqual(len(self.device.log), 50 + 4 * 60)
+
+    def test_cold_pair(self):
+        timer = self.timer({"k": 0.002, "p": 0.003})
+        k, p = timer.cold_pair(self.device.launcher("k"),
+                               self.device.launcher("p"), 3)
+        self.assertEqual(self.blocks(1), "kp" + "kppkkppk")
+        self.assertEqual([i for _, i in self.device.log[2:]],
+                         [0, 0, 1, 1, 2, 2, 0, 0])
+        self.assertEqual((len(k), len(p)), (4, 4))
+
+    def test_drift_hits_both_alike(self):
+        # Two equal kernels on a device that slows down over the run: one
+        # after the other the second looks slower; interleaved they tie.
+        for mode in ("graph", "eager", "cold"):
+            timer = self.timer({"k": 0.002, "p": 0.002}, drift=0.05)
+            k, p = getattr(timer, mode + "_pair")(
+                self.device.launcher("k"), self.device.launcher("p"), 100)
+            self.assertAlmostEqual(sbs.median(k) / sbs.median(p), 1.0,
+                                   places=6, msg=mode)
+            timer = self.timer({"k": 0.002, "p": 0.002}, drift=0.05)
+            k = getattr(timer, mode)(self.device.launcher("k"), 100)
+            p = getattr(timer, mode)(self.device.launcher("p"), 100)
+            self.assertLess(sbs.median(k) / sbs.median(p), 0.9, msg=mode)
 
 
 if __name__ == "__main__":
