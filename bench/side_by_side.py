@@ -113,6 +113,11 @@ def parse_args(argv):
                         help="modes to time, e.g. cold,graph (default: %s; "
                              "graph applies to decode sizes only)"
                         % ",".join(MODES))
+    parser.add_argument("--prefill-blocks", default="random",
+                        choices=PREFILL_BLOCK_ORDERS,
+                        help="the blocks of a prefill set: drawn at random "
+                             "(default: a paged cache in use) or consecutive "
+                             "(a fresh cache; writes like a copy's)")
     parser.add_argument("--quick", action="store_true",
                         help="fewer repetitions: a smoke test, not a "
                              "measurement")
@@ -251,9 +256,19 @@ def decode_slots(blocks, block_size, tokens, sets, rng):
     return slots
 
 
-def prefill_slots(blocks, block_size, tokens, sets, rng):
+PREFILL_BLOCK_ORDERS = ("random", "sequential")
+
+
+def prefill_slots(blocks, block_size, tokens, sets, rng, order="random"):
     """Requests of 1024 tokens at contiguous positions after a random
-    context, each request's blocks drawn at random (distinct within a set)."""
+    context, each request's blocks drawn at random (distinct within a set).
+    With order "sequential" a set's blocks are instead consecutive from a
+    random first one, request after request, as a fresh cache's allocator
+    hands them out: the writes then land like a copy's, which separates
+    what the random blocks cost from what the append costs."""
+    if order not in PREFILL_BLOCK_ORDERS:
+        raise ValueError("prefill block order %r is not one of %s"
+                         % (order, ", ".join(PREFILL_BLOCK_ORDERS)))
     requests = tokens // PREFILL_REQUEST_TOKENS
     slots = []
     for _ in range(sets):
@@ -262,7 +277,12 @@ def prefill_slots(blocks, block_size, tokens, sets, rng):
         spans = [(s // block_size,
                   (s + PREFILL_REQUEST_TOKENS - 1) // block_size)
                  for s in starts]
-        drawn = rng.sample(range(blocks), sum(l - f + 1 for f, l in spans))
+        needed = sum(l - f + 1 for f, l in spans)
+        if order == "sequential":
+            first = rng.randrange(blocks - needed + 1)
+            drawn = list(range(first, first + needed))
+        else:
+            drawn = rng.sample(range(blocks), needed)
         next_block = 0
         for start, (first, last) in zip(starts, spans):
             table = drawn[next_block:next_block + last - first + 1]
@@ -273,14 +293,17 @@ def prefill_slots(blocks, block_size, tokens, sets, rng):
     return slots
 
 
-def make_cases(desc, decode, prefill, seed):
-    """Every size: phase, tokens, sets and the slots of all its sets."""
+def make_cases(desc, decode, prefill, seed, prefill_blocks="random"):
+    """Every size: phase, tokens, sets and the slots of all its sets
+    (`prefill_blocks`: prefill_slots' block order)."""
     rng = random.Random(seed)
     blocks, bs, per = num_blocks(desc), desc["block_size"], \
         bytes_per_token(desc)
     cases = []
+    def prefill_in_order(blocks, bs, tokens, sets, rng):
+        return prefill_slots(blocks, bs, tokens, sets, rng, prefill_blocks)
     for phase, sizes, make in (("decode", decode, decode_slots),
-                               ("prefill", prefill, prefill_slots)):
+                               ("prefill", prefill, prefill_in_order)):
         for tokens in sizes:
             sets = sets_for(tokens, per)
             cases.append({"phase": phase, "tokens": tokens, "sets": sets,
@@ -337,6 +360,9 @@ def markdown(report):
                      report.get("device", "?"), fmt(copy, "%.0f"),
                      " (QUICK: not for quoting)" if report.get("quick")
                      else ""))
+    if report.get("prefill_blocks", "random") != "random":
+        lines.append("Prefill blocks: %s (not the paged workload of "
+                     "docs/PERFORMANCE.md)." % report["prefill_blocks"])
     for kernel in report.get("kernels", []):
         lines.append("")
         lines.append("### %s" % kernel["name"])

@@ -433,7 +433,8 @@ def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
     if why and not alone:
         return {"name": name, "skipped": why}
     per_token = sbs.bytes_per_token(desc)
-    cases = sbs.make_cases(desc, args.decode, args.prefill, args.seed)
+    cases = sbs.make_cases(desc, args.decode, args.prefill, args.seed,
+                           args.prefill_blocks)
     setup = Setup(desc, cases)
     peer = load_peer(args.peer)
     result = {"name": name, "kvrt_variant": call[1], "description": desc,
@@ -502,7 +503,8 @@ def run(args):
               "torch": torch.__version__,
               "peer_name": "%s, variant %s" % (os.path.basename(args.peer),
                                                args.peer_variant),
-              "kvrt_lib": os.path.basename(lib), "reps": reps, "kernels": []}
+              "kvrt_lib": os.path.basename(lib), "reps": reps,
+              "prefill_blocks": args.prefill_blocks, "kernels": []}
     try:
         import triton
         report["triton"] = triton.__version__

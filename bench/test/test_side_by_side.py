@@ -154,6 +154,32 @@ class Workloads(unittest.TestCase):
                     self.assertTrue(b == a + 1 or (a % 16 == 15 and
                                                    b % 16 == 0))
 
+    def test_prefill_sequential_blocks(self):
+        slots = sbs.prefill_slots(1000, 16, 2048, 2, random.Random(2),
+                                  "sequential")
+        self.assertEqual(len(slots), 4096)
+        for s in range(2):
+            one = slots[s * 2048:(s + 1) * 2048]
+            self.assertEqual(len(set(one)), 2048)
+            blocks = []
+            for x in one:
+                if not blocks or blocks[-1] != x // 16:
+                    blocks.append(x // 16)
+            # Each block once, each the one after the last: a copy's writes.
+            self.assertEqual(blocks, list(range(blocks[0],
+                                                blocks[0] + len(blocks))))
+        self.assertNotEqual(slots, sbs.prefill_slots(1000, 16, 2048, 2,
+                                                     random.Random(2)))
+        with self.assertRaises(ValueError):
+            sbs.prefill_slots(1000, 16, 1024, 1, random.Random(2), "rows")
+
+    def test_cases_pass_the_block_order(self):
+        d = sbs.description_from_manifest(manifest())
+        slots = sbs.make_cases(d, [], [2048], 3, "sequential")[0]["slots"]
+        blocks = sorted({x // d["block_size"] for x in slots[:2048]})
+        self.assertEqual(blocks, list(range(blocks[0],
+                                            blocks[0] + len(blocks))))
+
     def test_cases(self):
         d = sbs.description_from_manifest(manifest())
         cases = sbs.make_cases(d, [4], [1024], 3)
