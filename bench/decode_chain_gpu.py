@@ -2,7 +2,7 @@
 """Where a decode append's graph node spends its time.
 
     PYTHONPATH=python python3 bench/decode_chain_gpu.py --bundle B \\
-        --kvrt-lib LIB --peer PEER [--kernel bench_paged_nhd] \\
+        --kvrt-lib LIB --peer PEER [--kernel NAME] \\
         [--decode 1,32,128,512] [--json OUT.json]
 
 On the decode sets of side_by_side.py (the bundle kernel's description, a
@@ -49,7 +49,9 @@ def main(argv=None):
     parser.add_argument("--bundle", required=True)
     parser.add_argument("--kvrt-lib", required=True)
     parser.add_argument("--peer", required=True)
-    parser.add_argument("--kernel", default="bench_paged_nhd")
+    parser.add_argument("--kernel", default=sbs.DEFAULT_KERNEL,
+                        help="the bundle's append (default %s)"
+                        % sbs.DEFAULT_KERNEL)
     parser.add_argument("--decode", type=sbs.parse_sizes,
                         default=[1, 32, 128, 512])
     parser.add_argument("--seed", type=int, default=7)
@@ -114,9 +116,12 @@ def main(argv=None):
         return 2
     manifest = kvrt.manifest(bundle, args.bundle, names.index(args.kernel))
     desc = sbs.description_from_manifest(manifest)
-    if desc.get("layout") != "paged_nhd" or desc.get("quant") is not None:
-        print("decode_chain_gpu: %s is not an unquantized paged NHD append"
-              % args.kernel, file=sys.stderr)
+    # The floor kernels write the peer's layout with constant strides.
+    why = sbs.unsupported(desc)
+    if why or desc.get("quant") is not None:
+        print("decode_chain_gpu: %s: %s" % (args.kernel, why or
+              "a quantized cache; the floor kernels copy bytes"),
+              file=sys.stderr)
         return 2
     row = desc["num_kv_heads"] * desc["head_dim"]
     cases = sbs.make_cases(desc, args.decode, [], args.seed)
