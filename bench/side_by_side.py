@@ -99,8 +99,9 @@ def parse_args(argv):
                         choices=["auto", "vector"],
                         help="how a vector kernel's description is launched: "
                              "kvrt's choice (default; the wide kernel from its "
-                             "min_tokens on) or its vector kernel alone; a "
-                             "NAME_wide or NAME_scalar kernel forces its own")
+                             "min_tokens to its max_tokens) or its vector "
+                             "kernel alone; a NAME_wide or NAME_scalar kernel "
+                             "forces its own")
     parser.add_argument("--kvrt-lib",
                         help="libkvrt.so (default: BUILD/lib beside the "
                              "first bundle's bench/ folder)")

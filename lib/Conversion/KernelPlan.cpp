@@ -37,6 +37,13 @@ static llvm::cl::opt<int64_t> clWideMinTokens(
     llvm::cl::desc("The fewest tokens for which kvrt picks an append's wide "
                    "variant (-1: the plan's choice; 0: no wide variant)"));
 
+static llvm::cl::opt<int64_t> clWideMaxTokens(
+    "kvgen-wide-max-tokens", llvm::cl::Hidden, llvm::cl::init(-1),
+    llvm::cl::desc("The fewest tokens from which kvrt goes back from an "
+                   "append's wide variant to its vector variant (-1: the "
+                   "plan's choice; 0: none; a bound not above the wide "
+                   "variant's min_tokens is none)"));
+
 static llvm::cl::opt<bool> clFastDivision(
     "kvgen-fast-division", llvm::cl::Hidden, llvm::cl::init(true),
     llvm::cl::desc("Quantize a 16-bit float source with the reciprocal-and-"
@@ -184,6 +191,27 @@ static int64_t wideMinTokens(const KernelPlan &base) {
   return base.cache.getQuant() ? kMinTokensQuantized : kMinTokens;
 }
 
+/// The fewest tokens from which kvrt goes back from the wide variant (whose
+/// threshold is `minTokens`) to the vector variant, or 0 for no bound. Only
+/// the two-chunk kernel of an unquantized cache has one: on the bench's bf16
+/// 8 x 128 append (docs/PERFORMANCE.md, tuning step 21) it leads the vector
+/// kernel at 4096 tokens (0.972-0.990 of Triton against 0.996-1.010) but
+/// trails it from 16384 on, by 0.1-0.9% with random blocks and by 2.0-2.4%
+/// with consecutive ones, where both run near the copy ceiling: halving the
+/// blocks of a grid that fills the SMs many times over buys nothing there.
+/// A quantized cache's two-chunk kernel, and the IEEE kernel of a split
+/// division, stay ahead from their thresholds on (tuning steps 19 and 20).
+static int64_t wideMaxTokens(const KernelPlan &base, int64_t minTokens,
+                             bool division) {
+  constexpr int64_t kMaxTokens = 16384;
+  int64_t maxTokens = 0;
+  if (clWideMaxTokens >= 0)
+    maxTokens = clWideMaxTokens;
+  else if (!division && !base.cache.getQuant())
+    maxTokens = kMaxTokens;
+  return maxTokens > minTokens ? maxTokens : 0;
+}
+
 std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   std::vector<KernelPlan> plans;
   KernelPlan base;
@@ -318,6 +346,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     wide.name += abi::variantSuffix(KernelVariant::Wide);
     wide.variant = KernelVariant::Wide;
     wide.minTokens = minTokens;
+    wide.maxTokens = wideMaxTokens(base, minTokens, division);
     if (!division) {
       wide.chunksPerThread = 2;
       chooseLaunch(wide);

@@ -71,8 +71,11 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     k["name"] = plan.name;
     k["kind"] = abi::kindName(plan.kind);
     k["variant"] = abi::variantName(plan.variant);
-    if (plan.variant == KernelVariant::Wide)
+    if (plan.variant == KernelVariant::Wide) {
       k["min_tokens"] = plan.minTokens;
+      if (plan.maxTokens > 0)
+        k["max_tokens"] = plan.maxTokens;
+    }
     k["description"] = describe(plan);
     k["cache"] = cacheToJSON(plan.cache);
     if (plan.kind == KernelKind::Gather)

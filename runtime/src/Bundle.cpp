@@ -207,6 +207,13 @@ static Status readVariant(const kvrt_variant *field, kvrt_variant *out) {
   return Status();
 }
 
+/// Whether AUTO picks a wide kernel for `numTokens` tokens: from its
+/// min_tokens on, and below its max_tokens where it has one.
+static bool inWideRange(const KernelDescription &wide, int64_t numTokens) {
+  return numTokens >= wide.minTokens &&
+         (wide.maxTokens == 0 || numTokens < wide.maxTokens);
+}
+
 /// Picks the manifest kernel to run. On the host a variant is available only
 /// once its host kernel is registered; on the GPU when the manifest has it.
 static Status selectKernel(const kvrt_bundle &bundle,
@@ -266,7 +273,7 @@ static Status selectKernel(const kvrt_bundle &bundle,
   // From the token count alone, never from the slots' values: a graph
   // captured at one shape replays the kernel picked for it.
   if (promise && available(wide) &&
-      (plan.numTokens >= manifest.kernels[wide].minTokens ||
+      (inWideRange(manifest.kernels[wide], plan.numTokens) ||
        !available(vector))) {
     *out = wide;
     return Status();

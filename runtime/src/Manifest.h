@@ -103,6 +103,10 @@ struct KernelDescription {
   /// The wide variant: the fewest tokens for which AUTO picks it (manifest
   /// "min_tokens"); 0 for the other variants.
   int64_t minTokens = 0;
+  /// The wide variant: the fewest tokens from which AUTO picks the vector
+  /// variant again (manifest "max_tokens", optional, above min_tokens); 0
+  /// for no bound and for the other variants.
+  int64_t maxTokens = 0;
   /// The cache, and the source (append, fused_append) or output (gather)
   /// dtype: every kind but slot_mapping.
   CacheDescription cache;

@@ -265,6 +265,8 @@ static std::string manifestJson(const KernelDescription &kernel) {
   }
   if (kernel.variant == Variant::Wide)
     entry["min_tokens"] = kernel.minTokens;
+  if (kernel.maxTokens > 0)
+    entry["max_tokens"] = kernel.maxTokens;
   entry["alignment"] = kernel.alignment;
   entry["vector_elems"] = kernel.vectorElems;
   json launch = {{"threads_x", kernel.launch.threadsX},
@@ -342,6 +344,24 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
                         "token threshold",
                         kernel.field("min_tokens").c_str());
     KVRT_RETURN_IF_ERROR(kernel.getPositive("min_tokens", &out->minTokens));
+  }
+  // Its optional upper bound: from that many tokens on, AUTO goes back to
+  // the vector variant. A bound at or below the threshold would leave the
+  // wide kernel no launch at all: a broken bundle, not a choice.
+  if (kernel.has("max_tokens")) {
+    if (!wide)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                        "bundle: %s is set, but only a wide variant has a "
+                        "token bound",
+                        kernel.field("max_tokens").c_str());
+    KVRT_RETURN_IF_ERROR(kernel.getPositive("max_tokens", &out->maxTokens));
+    if (out->maxTokens <= out->minTokens)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                        "bundle: %s is %lld, not above min_tokens (%lld): "
+                        "the wide variant would never be picked",
+                        kernel.field("max_tokens").c_str(),
+                        static_cast<long long>(out->maxTokens),
+                        static_cast<long long>(out->minTokens));
   }
 
   if (appendLike) {

@@ -53,6 +53,20 @@ TEST(Manifest, WideVariantLoadsWithItsThreshold) {
   EXPECT_EQ(entry["min_tokens"], 2048);
   EXPECT_FALSE(
       json::parse(kvrt_bundle_kernel_manifest(raw, 0)).contains("min_tokens"));
+  EXPECT_FALSE(entry.contains("max_tokens"));
+}
+
+TEST(Manifest, WideVariantLoadsWithItsBound) {
+  json bundle = standardBundle();
+  json wide = wideKernelJson("kv_append", "append", 2048);
+  wide["max_tokens"] = 16384;
+  bundle["kernels"].push_back(wide);
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(bundle, &raw), KVRT_SUCCESS) << kvrt_last_error();
+  BundlePtr owner(raw);
+  json entry = json::parse(kvrt_bundle_kernel_manifest(raw, 5));
+  EXPECT_EQ(entry["min_tokens"], 2048);
+  EXPECT_EQ(entry["max_tokens"], 16384);
 }
 
 TEST(Manifest, EveryLayoutLoads) {
@@ -252,6 +266,25 @@ std::vector<Malformed> malformedCases() {
        [](json &b) { kernel0(b)["min_tokens"] = 64; },
        {k0 + ".min_tokens is set, but only a wide variant has a token "
              "threshold"}},
+      {"max_tokens on a vector kernel",
+       [](json &b) { kernel0(b)["max_tokens"] = 64; },
+       {k0 + ".max_tokens is set, but only a wide variant has a token "
+             "bound"}},
+      {"wide variant of max_tokens at its min_tokens",
+       [](json &b) {
+         json wide = wideKernelJson("kv_append", "append", 64);
+         wide["max_tokens"] = 64;
+         b["kernels"].push_back(wide);
+       },
+       {"kernels[5] ('kv_append_wide').max_tokens is 64, not above "
+        "min_tokens (64): the wide variant would never be picked"}},
+      {"wide variant of negative max_tokens",
+       [](json &b) {
+         json wide = wideKernelJson("kv_append", "append", 64);
+         wide["max_tokens"] = -1;
+         b["kernels"].push_back(wide);
+       },
+       {"kernels[5] ('kv_append_wide').max_tokens must be positive"}},
       {"wide and vector promises disagree",
        [](json &b) {
          json wide = wideKernelJson("kv_append", "append", 64);

@@ -324,10 +324,14 @@ TEST_F(LaunchTest, ScalarOnlyDescription) {
 }
 
 /// Loads the standard append's vector and scalar kernels and its wide
-/// kernel of threshold `minTokens`, each with a recorder.
-void loadWithWide(BundlePtr &bundle, int64_t minTokens) {
+/// kernel of threshold `minTokens` (and bound `maxTokens`, if not 0), each
+/// with a recorder.
+void loadWithWide(BundlePtr &bundle, int64_t minTokens,
+                  int64_t maxTokens = 0) {
   std::vector<json> kernels = describe("kv_append", "append");
   kernels.push_back(wideKernelJson("kv_append", "append", minTokens));
+  if (maxTokens > 0)
+    kernels.back()["max_tokens"] = maxTokens;
   kvrt_bundle *raw = nullptr;
   ASSERT_EQ(load(bundleJson(kernels), &raw), KVRT_SUCCESS) << kvrt_last_error();
   bundle.reset(raw);
@@ -348,6 +352,23 @@ TEST_F(LaunchTest, AutoPicksWideFromItsMinTokens) {
   // One token short of the threshold: the vector kernel.
   recorded() = Recorded();
   loadWithWide(bundle, kTokens + 1);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  EXPECT_EQ(recorded().wideCalls, 0);
+  ASSERT_EQ(append(KVRT_VARIANT_WIDE), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().wideCalls, 1);
+}
+
+TEST_F(LaunchTest, AutoPicksWideBelowItsMaxTokens) {
+  // One token under the bound: still the wide kernel.
+  loadWithWide(bundle, 1, kTokens + 1);
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().wideCalls, 1);
+  EXPECT_EQ(recorded().vectorCalls, 0);
+
+  // At the bound: the vector kernel again; forced, the wide one still runs.
+  recorded() = Recorded();
+  loadWithWide(bundle, 1, kTokens);
   ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
   EXPECT_EQ(recorded().vectorCalls, 1);
   EXPECT_EQ(recorded().wideCalls, 0);

@@ -126,7 +126,11 @@ TEST_F(BundleTest, ManifestRecordsTheWideVariant) {
   EXPECT_EQ(*wide->getString("name"), "a_wide");
   EXPECT_EQ(*wide->getString("variant"), "wide");
   EXPECT_EQ(*wide->getInteger("min_tokens"), 4096);
+  // An unquantized two-chunk kernel trails the vector kernel again from
+  // 16384 tokens on (KernelPlan.cpp, wideMaxTokens).
+  EXPECT_EQ(*wide->getInteger("max_tokens"), 16384);
   EXPECT_FALSE(vector->getInteger("min_tokens"));
+  EXPECT_FALSE(vector->getInteger("max_tokens"));
   // The vector kernel's promise and parameters; two chunks a thread, so
   // half the threads a token and two tokens a block of 128 threads.
   for (llvm::StringRef key : {"alignment", "vector_elems", "vector_bytes"})
@@ -166,6 +170,8 @@ TEST_F(BundleTest, WideVariantByQuantization) {
                 "per_tensor, mode = static>");
   ASSERT_EQ(fp8.size(), 3u);
   EXPECT_EQ(*fp8[2].getAsObject()->getInteger("min_tokens"), 16384);
+  // ... with no upper bound: it stays ahead.
+  EXPECT_FALSE(fp8[2].getAsObject()->getInteger("max_tokens"));
   // A dynamic scale of a 16-bit source: the wide kernel (IEEE division)
   // from 2048 tokens on, one chunk a thread like the vector kernel.
   llvm::json::Array int8 =
@@ -175,6 +181,7 @@ TEST_F(BundleTest, WideVariantByQuantization) {
   const llvm::json::Object *wide = int8[2].getAsObject();
   EXPECT_EQ(*wide->getString("variant"), "wide");
   EXPECT_EQ(*wide->getInteger("min_tokens"), 2048);
+  EXPECT_FALSE(wide->getInteger("max_tokens"));
   EXPECT_EQ(
       *wide->getObject("launch")->getInteger("threads_x"),
       *int8[0].getAsObject()->getObject("launch")->getInteger("threads_x"));

@@ -42,6 +42,10 @@ struct KernelPlan {
   /// The wide variant: the fewest tokens for which kvrt picks it over the
   /// vector variant (0 for the other variants).
   int64_t minTokens = 0;
+  /// The wide variant: the fewest tokens from which kvrt goes back to the
+  /// vector variant, above minTokens; 0 where the wide kernel stays ahead
+  /// however many tokens a launch has (and for the other variants).
+  int64_t maxTokens = 0;
   kv::CacheType cache;
   /// Element type of K and V for appends, of the outputs for gathers (null
   /// for slot_mapping).
@@ -95,8 +99,8 @@ struct KernelPlan {
 /// The kernels generated for `op` (a kv.append, kv.slot_mapping,
 /// kv.fused_append or kv.gather): the vector and scalar variants for appends
 /// and gathers, and for most appends and fused appends a wide variant
-/// (wideMinTokens in KernelPlan.cpp says which); one kernel for slot
-/// mappings.
+/// (wideMinTokens and wideMaxTokens in KernelPlan.cpp say which, and for
+/// which token counts); one kernel for slot mappings.
 std::vector<KernelPlan> planKernels(mlir::Operation *op);
 
 /// Name of the function attribute that carries a plan's launch geometry
