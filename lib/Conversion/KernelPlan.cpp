@@ -195,10 +195,11 @@ static int64_t wideMinTokens(const KernelPlan &base) {
 /// threshold is `minTokens`) to the vector variant, or 0 for no bound. Only
 /// the two-chunk kernel of an unquantized cache has one: on the bench's bf16
 /// 8 x 128 append (docs/PERFORMANCE.md, tuning step 21) it leads the vector
-/// kernel at 4096 tokens (0.972-0.990 of Triton against 0.996-1.010) but
-/// trails it from 16384 on, by 0.1-0.9% with random blocks and by 2.0-2.4%
-/// with consecutive ones, where both run near the copy ceiling: halving the
-/// blocks of a grid that fills the SMs many times over buys nothing there.
+/// kernel at 4096 tokens (0.961-0.990 of Triton against 0.996-1.010) but
+/// trails it from 16384 on, by up to 2% (0.5% typical) with random blocks
+/// and by 2.0-2.4% with consecutive ones, where both run near the copy
+/// ceiling: halving the blocks of a grid that fills the SMs many times over
+/// buys nothing there.
 /// A quantized cache's two-chunk kernel, and the IEEE kernel of a split
 /// division, stay ahead from their thresholds on (tuning steps 19 and 20).
 static int64_t wideMaxTokens(const KernelPlan &base, int64_t minTokens,
