@@ -136,6 +136,17 @@ __device__ __forceinline__ void storeElement(uint16_t *address,
     *address = value;
 }
 
+/// The slot of `token`, or -1 where it writes nothing: a token past the
+/// launch, a negative slot, or one past the cache (a no-op like a negative
+/// one), decided before any K/V load of that token.
+__device__ __forceinline__ int64_t slotOf(const ReferenceAppendParams &p,
+                                          int64_t token) {
+  if (token >= p.numTokens)
+    return -1;
+  const int64_t s = __ldg(p.slotMapping + token);
+  return s >= 0 && (s >> p.log2BlockSize) < p.numBlocks ? s : -1;
+}
+
 /// Thread (x, y) of a block handles chunks x, x + 128, ... of the tokens
 /// group * tokensPerGroup + u * rows + y, u < kTokensPerThread: the rows of
 /// one u are adjacent tokens, so the block's loads of one u are contiguous
@@ -163,14 +174,7 @@ __global__ void __launch_bounds__(kThreadsX *kMaxRows)
 #pragma unroll
     for (int u = 0; u < kTokensPerThread; ++u) {
       token[u] = group * tokensPerGroup + int64_t(u) * rows + threadIdx.y;
-      int64_t s = -1;
-      if (token[u] < p.numTokens)
-        s = __ldg(p.slotMapping + token[u]);
-      // A slot past the cache is a no-op, like a negative one: decided
-      // before any K/V load of that token.
-      if (s >= 0 && (s >> p.log2BlockSize) >= p.numBlocks)
-        s = -1;
-      slot[u] = s;
+      slot[u] = slotOf(p, token[u]);
     }
 
     for (int chunk = threadIdx.x; chunk < numChunks; chunk += blockDim.x) {
@@ -270,13 +274,8 @@ __global__ void __launch_bounds__(32)
 #pragma unroll
     for (int u = 0; u < kTokensPerBlock; ++u) {
       token[u] = group * kTokensPerBlock + u;
-      int64_t s = -1;
-      if (token[u] < p.numTokens)
-        s = __ldg(p.slotMapping + token[u]);
-      if (s >= 0 && (s >> p.log2BlockSize) >= p.numBlocks)
-        s = -1;
-      slot[u] = s;
-      if (s >= 0)
+      slot[u] = slotOf(p, token[u]);
+      if (slot[u] >= 0)
         bytes += uint32_t(rowsPerToken) * rowBytes;
     }
     if (bytes == 0) // the same for every lane: one group a warp

@@ -326,8 +326,7 @@ TEST_F(LaunchTest, ScalarOnlyDescription) {
 /// Loads the standard append's vector and scalar kernels and its wide
 /// kernel of threshold `minTokens` (and bound `maxTokens`, if not 0), each
 /// with a recorder.
-void loadWithWide(BundlePtr &bundle, int64_t minTokens,
-                  int64_t maxTokens = 0) {
+void loadWithWide(BundlePtr &bundle, int64_t minTokens, int64_t maxTokens = 0) {
   std::vector<json> kernels = describe("kv_append", "append");
   kernels.push_back(wideKernelJson("kv_append", "append", minTokens));
   if (maxTokens > 0)

@@ -801,28 +801,22 @@ std::vector<CaseDef> appendCases(bool wide) {
   // odd row stride (only the scalar variant may run; AUTO must fall back to
   // it; VECTOR must be refused with nothing written).
   // The wide kernel makes the vector kernel's promise: the same views.
-  std::vector<kvrt_variant> promising = {KVRT_VARIANT_VECTOR};
+  auto fusedQkv = [&cases](const std::string &name, SourceStorage source,
+                           kvrt_variant variant) {
+    addAppend(cases, name + variantSuffix(variant),
+              [source, variant](CaseEnv &env) {
+                Spec spec;
+                spec.slots = env.mixedSlots();
+                spec.source = source;
+                spec.variant = variant;
+                return spec;
+              });
+  };
+  fusedQkv("fused_qkv", SourceStorage::FusedQkv, KVRT_VARIANT_VECTOR);
   if (wide)
-    promising.push_back(KVRT_VARIANT_WIDE);
-  for (kvrt_variant variant : promising)
-    addAppend(cases, "fused_qkv" + variantSuffix(variant),
-              [variant](CaseEnv &env) {
-                Spec spec;
-                spec.slots = env.mixedSlots();
-                spec.source = SourceStorage::FusedQkv;
-                spec.variant = variant;
-                return spec;
-              });
-  for (kvrt_variant variant : {KVRT_VARIANT_SCALAR, KVRT_VARIANT_AUTO}) {
-    addAppend(cases, "fused_qkv_odd_stride" + variantSuffix(variant),
-              [variant](CaseEnv &env) {
-                Spec spec;
-                spec.slots = env.mixedSlots();
-                spec.source = SourceStorage::FusedQkvOddStride;
-                spec.variant = variant;
-                return spec;
-              });
-  }
+    fusedQkv("fused_qkv", SourceStorage::FusedQkv, KVRT_VARIANT_WIDE);
+  for (kvrt_variant variant : {KVRT_VARIANT_SCALAR, KVRT_VARIANT_AUTO})
+    fusedQkv("fused_qkv_odd_stride", SourceStorage::FusedQkvOddStride, variant);
   addAppend(cases, "fused_qkv_odd_stride/vector_refused", [](CaseEnv &env) {
     Spec spec;
     spec.slots = env.mixedSlots();
