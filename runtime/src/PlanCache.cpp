@@ -15,12 +15,13 @@ uint64_t nextBundleId() {
 LaunchKey::LaunchKey(uint64_t bundleId, KernelKind kind, const char *kernel)
     : bundleId(bundleId), kind(kind), kernel(kernel) {}
 
-void LaunchKey::addWord(uint64_t word) {
-  if (count == kMaxWords) {
-    ok = false;
-    return;
-  }
-  words[count++] = word;
+void LaunchKey::assign(const LaunchKey &other) {
+  bundleId = other.bundleId;
+  kind = other.kind;
+  kernel = other.kernel;
+  count = other.count;
+  ok = other.ok;
+  std::memcpy(words, other.words, count * sizeof(uint64_t));
 }
 
 void LaunchKey::addTensor(const DLTensor *tensor) {
@@ -151,7 +152,7 @@ void PlanCache::remember(const LaunchKey &key, const LaunchPlan &plan) {
   Entry &entry = cache.entries[cache.next];
   cache.next = (cache.next + 1) % kEntries;
   entry.used = true;
-  entry.key = key;
+  entry.key.assign(key);
   if (key.kernel) {
     entry.kernel = key.kernel;
     entry.key.kernel = entry.kernel.c_str();

@@ -39,8 +39,18 @@ public:
   /// kMaxRank, a NULL shape) makes the key unusable: such a launch is
   /// planned, and refused, every time.
   void addTensor(const DLTensor *tensor);
-  /// Adds a raw word (the variant, read as its bits).
-  void addWord(uint64_t word);
+  /// Adds a raw word (the variant, read as its bits). Inline: a launch adds
+  /// about 60.
+  void addWord(uint64_t word) {
+    if (count == kMaxWords) {
+      ok = false;
+      return;
+    }
+    words[count++] = word;
+  }
+  /// Copies `other` (its used words only: a key is 2 KiB at most, a launch's
+  /// about 500 bytes).
+  void assign(const LaunchKey &other);
 
   bool usable() const { return ok; }
   bool operator==(const LaunchKey &other) const;

@@ -11,6 +11,8 @@
 #include "PlanParts.h"
 
 #include <algorithm>
+#include <iterator>
+#include <memory>
 
 namespace kvrt::impl {
 
@@ -96,6 +98,40 @@ static Status checkFitsAbi(const abi::ParamInfo &param, int64_t scalar,
                     view->name, unit, static_cast<long long>(span), unit);
 }
 
+/// The parameters of each (kind, quantization, K-only) in ABI order, listed
+/// once: a launch that plans walks its own list rather than the ABI's whole
+/// table, which holds every kind's parameters.
+namespace {
+struct ParamList {
+  const abi::ParamInfo *params[kMaxParams];
+  int count = 0;
+};
+constexpr int kNumKinds = static_cast<int>(std::size(abi::kKindNames));
+constexpr int kNumQuantizations = 3;
+} // namespace
+
+static const ParamList &paramList(KernelKind kind, Quantization quant,
+                                  bool kOnly) {
+  static const auto lists = [] {
+    auto all = std::make_unique<ParamList[]>(kNumKinds * kNumQuantizations * 2);
+    for (int k = 0; k < kNumKinds; ++k)
+      for (int q = 0; q < kNumQuantizations; ++q)
+        for (int only = 0; only < 2; ++only) {
+          ParamList &list = all[(k * kNumQuantizations + q) * 2 + only];
+          abi::forEachParam(static_cast<KernelKind>(k),
+                            static_cast<Quantization>(q), only != 0,
+                            [&](const abi::ParamInfo &param) {
+                              list.params[list.count++] = &param;
+                            });
+        }
+    return all;
+  }();
+  return lists[(static_cast<int>(kind) * kNumQuantizations +
+                static_cast<int>(quant)) *
+                   2 +
+               (kOnly ? 1 : 0)];
+}
+
 /// Copies the values into `plan` in the kind's ABI order and records where
 /// checked mode and the vector promise find their tensors.
 Status packInAbiOrder(const KernelDescription &kernel,
@@ -103,31 +139,30 @@ Status packInAbiOrder(const KernelDescription &kernel,
   int indexOf[kNumParamIds];
   std::fill(std::begin(indexOf), std::end(indexOf), -1);
   const char *unset = nullptr;
-  Status tooLarge;
-  abi::forEachParam(
-      kernel.kind, kernel.cache.quantization(), !kernel.cache.hasValue(),
-      [&](const abi::ParamInfo &param) {
-        int id = static_cast<int>(param.id);
-        if (tooLarge.ok() &&
-            (param.role == abi::ParamRole::Scalar || values.views[id]))
-          tooLarge = checkFitsAbi(param, values.scalars[id], values.views[id]);
-        if (param.role == abi::ParamRole::Scalar) {
-          plan->scalars[plan->numScalars++] =
-              static_cast<int32_t>(values.scalars[id]);
-          return;
-        }
-        if (!values.views[id]) {
-          unset = param.name;
-          return;
-        }
-        indexOf[id] = plan->numBuffers;
-        plan->buffers[plan->numBuffers++] = *values.views[id];
-      });
+  const ParamList &list = paramList(kernel.kind, kernel.cache.quantization(),
+                                    !kernel.cache.hasValue());
+  for (int i = 0; i < list.count; ++i) {
+    const abi::ParamInfo &param = *list.params[i];
+    int id = static_cast<int>(param.id);
+    if (param.role == abi::ParamRole::Scalar || values.views[id])
+      KVRT_RETURN_IF_ERROR(
+          checkFitsAbi(param, values.scalars[id], values.views[id]));
+    if (param.role == abi::ParamRole::Scalar) {
+      plan->scalars[plan->numScalars++] =
+          static_cast<int32_t>(values.scalars[id]);
+      continue;
+    }
+    if (!values.views[id]) {
+      unset = param.name;
+      break;
+    }
+    indexOf[id] = plan->numBuffers;
+    plan->buffers[plan->numBuffers++] = *values.views[id];
+  }
   if (unset)
     return KVRT_ERROR(KVRT_ERROR_INTERNAL,
                       "kvrt has no value for the parameter '%s' of kind %s",
                       unset, kindName(kernel.kind));
-  KVRT_RETURN_IF_ERROR(tooLarge);
   auto at = [&](Param param) { return indexOf[static_cast<int>(param)]; };
   plan->kind = kernel.kind;
   bool latent = kernel.kind == KernelKind::MlaAppend ||
