@@ -2,8 +2,12 @@
 
 #include "PlanCache.h"
 
+#include "Limits.h"
+
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 
 namespace kvrt::impl {
 
@@ -20,12 +24,23 @@ void LaunchKey::assign(const LaunchKey &other) {
   kind = other.kind;
   kernel = other.kernel;
   count = other.count;
+  tensorCount = other.tensorCount;
   ok = other.ok;
   std::memcpy(words, other.words, count * sizeof(uint64_t));
+  std::memcpy(addresses, other.addresses, 2 * tensorCount * sizeof(uint64_t));
+  // The caller's tensors are not kept: they are read only during the call.
+  std::fill(tensors, tensors + tensorCount, nullptr);
 }
 
 void LaunchKey::addTensor(const DLTensor *tensor) {
+  if (tensorCount == kMaxTensors) {
+    ok = false;
+    return;
+  }
+  tensors[tensorCount] = tensor;
+  uint64_t *address = addresses + 2 * tensorCount++;
   if (!tensor) {
+    address[0] = address[1] = 0;
     addWord(0);
     return;
   }
@@ -35,8 +50,8 @@ void LaunchKey::addTensor(const DLTensor *tensor) {
     ok = false;
     return;
   }
-  addWord(reinterpret_cast<uintptr_t>(tensor->data));
-  addWord(tensor->byte_offset);
+  address[0] = reinterpret_cast<uintptr_t>(tensor->data);
+  address[1] = tensor->byte_offset;
   addWord(
       static_cast<uint64_t>(static_cast<uint32_t>(tensor->device.device_type))
           << 32 |
@@ -55,13 +70,20 @@ void LaunchKey::addTensor(const DLTensor *tensor) {
       addWord(static_cast<uint64_t>(tensor->strides[i]));
 }
 
-bool LaunchKey::operator==(const LaunchKey &other) const {
+bool LaunchKey::sameShapes(const LaunchKey &other) const {
   if (bundleId != other.bundleId || kind != other.kind ||
-      count != other.count || (kernel == nullptr) != (other.kernel == nullptr))
+      count != other.count || tensorCount != other.tensorCount ||
+      (kernel == nullptr) != (other.kernel == nullptr))
     return false;
   if (kernel && kernel != other.kernel && std::strcmp(kernel, other.kernel))
     return false;
   return std::memcmp(words, other.words, count * sizeof(uint64_t)) == 0;
+}
+
+bool LaunchKey::operator==(const LaunchKey &other) const {
+  return sameShapes(other) &&
+         std::memcmp(addresses, other.addresses,
+                     2 * tensorCount * sizeof(uint64_t)) == 0;
 }
 
 /// The variant's bits (a C caller may store any int there).
@@ -117,18 +139,117 @@ void addArguments(LaunchKey &key, const kvrt_mla_fused_append_args &a) {
 }
 
 namespace {
+
+/// How a plan moves to new addresses: each buffer's argument tensor and its
+/// offset from that tensor's data + byte_offset, what each argument tensor
+/// addresses, and which buffers the kernel may write.
+struct Rebase {
+  bool usable = false;
+  int8_t argument[kMaxBuffers];
+  uint64_t offset[kMaxBuffers];
+  bool written[kMaxBuffers];
+  /// Bytes from data + byte_offset to one past the last element; 0 for an
+  /// empty tensor.
+  uint64_t reach[LaunchKey::kMaxTensors];
+  size_t elementBytes[LaunchKey::kMaxTensors];
+  bool used[LaunchKey::kMaxTensors];
+};
+
+/// Bytes a validated tensor addresses from its first element (checkTensor's
+/// extent, in bytes).
+uint64_t reachOf(const DLTensor &tensor, size_t elementBytes) {
+  int64_t last = 0, compact = 1;
+  for (int i = tensor.ndim - 1; i >= 0; --i) {
+    int64_t extent = tensor.shape[i];
+    if (extent == 0)
+      return 0;
+    int64_t stride = tensor.strides ? tensor.strides[i] : compact;
+    compact *= extent;
+    last += (extent - 1) * stride;
+  }
+  return static_cast<uint64_t>(last + 1) * elementBytes;
+}
+
+/// The rebase of `plan`, planned from the arguments of `key`.
+Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
+  Rebase rebase;
+  // Two argument positions holding one DLTensor would make a buffer's
+  // position ambiguous: such a plan is only ever hit, never rebased.
+  for (int a = 0; a < key.numTensors(); ++a)
+    for (int b = a + 1; b < key.numTensors(); ++b)
+      if (key.tensor(a) && key.tensor(a) == key.tensor(b))
+        return rebase;
+  std::fill(std::begin(rebase.used), std::end(rebase.used), false);
+  for (int i = 0; i < plan.numBuffers; ++i) {
+    const TensorView &view = plan.buffers[i];
+    int a = 0;
+    while (a < key.numTensors() && key.tensor(a) != view.tensor)
+      ++a;
+    if (a == key.numTensors())
+      return rebase;
+    uint64_t base = key.data(a) + key.byteOffset(a);
+    rebase.argument[i] = static_cast<int8_t>(a);
+    rebase.offset[i] = view.begin() - base;
+    rebase.written[i] = mayWrite(plan.kind, plan.bufferParams[i]);
+    rebase.used[a] = true;
+    rebase.elementBytes[a] = view.elementBytes;
+    rebase.reach[a] = reachOf(*view.tensor, view.elementBytes);
+  }
+  rebase.usable = true;
+  return rebase;
+}
+
+/// Moves `plan` to the addresses of `key` if each passes planning's checks
+/// of an address and no buffer the kernel writes shares a byte with a
+/// buffer of another tensor; leaves it as it was otherwise.
+bool rebasePlan(const Rebase &rebase, const LaunchKey &key, LaunchPlan &plan) {
+  if (!rebase.usable)
+    return false;
+  uint64_t base[LaunchKey::kMaxTensors];
+  for (int a = 0; a < key.numTensors(); ++a) {
+    if (!rebase.used[a])
+      continue;
+    uint64_t data = key.data(a), end = 0;
+    if (!data && rebase.reach[a] > 0)
+      return false;
+    if (__builtin_add_overflow(data, key.byteOffset(a), &base[a]) ||
+        __builtin_add_overflow(base[a], rebase.reach[a], &end) ||
+        end > limits::kAddressLimit || (base[a] & (rebase.elementBytes[a] - 1)))
+      return false;
+  }
+  uint64_t begin[kMaxBuffers], end[kMaxBuffers];
+  for (int i = 0; i < plan.numBuffers; ++i) {
+    begin[i] = base[rebase.argument[i]] + rebase.offset[i];
+    end[i] = begin[i] + plan.buffers[i].extent * plan.buffers[i].elementBytes;
+  }
+  for (int w = 0; w < plan.numBuffers; ++w) {
+    if (!rebase.written[w] || begin[w] == end[w])
+      continue;
+    for (int o = 0; o < plan.numBuffers; ++o)
+      if (rebase.argument[o] != rebase.argument[w] && begin[o] != end[o] &&
+          begin[o] < end[w] && begin[w] < end[o])
+        return false;
+  }
+  for (int i = 0; i < plan.numBuffers; ++i)
+    plan.buffers[i].first =
+        reinterpret_cast<char *>(static_cast<uintptr_t>(begin[i]));
+  return true;
+}
+
 struct Entry {
   bool used = false;
   /// The key, with its kernel name copied: the caller's string may change.
   LaunchKey key{0, KernelKind::Append, nullptr};
   std::string kernel;
   LaunchPlan plan;
+  Rebase rebase;
 };
 constexpr int kEntries = 4;
 struct Entries {
   Entry entries[kEntries];
   int next = 0;
   uint64_t hits = 0;
+  uint64_t rebases = 0;
 };
 // Per thread: no lock on the launch path, and no plan shared across threads
 // (a plan is cheap; correctness needs no sharing).
@@ -138,12 +259,24 @@ thread_local Entries cache;
 const LaunchPlan *PlanCache::find(const LaunchKey &key) {
   if (!key.usable())
     return nullptr;
-  for (Entry &entry : cache.entries)
-    if (entry.used && entry.key == key) {
+  Entry *similar = nullptr;
+  for (Entry &entry : cache.entries) {
+    if (!entry.used || !entry.key.sameShapes(key))
+      continue;
+    if (entry.key == key) {
       ++cache.hits;
       return &entry.plan;
     }
-  return nullptr;
+    similar = similar ? similar : &entry;
+  }
+  if (!similar || !rebasePlan(similar->rebase, key, similar->plan))
+    return nullptr;
+  // The entry now stands for these addresses.
+  std::memcpy(similar->key.addresses, key.addresses,
+              2 * key.tensorCount * sizeof(uint64_t));
+  ++cache.hits;
+  ++cache.rebases;
+  return &similar->plan;
 }
 
 void PlanCache::remember(const LaunchKey &key, const LaunchPlan &plan) {
@@ -158,9 +291,12 @@ void PlanCache::remember(const LaunchKey &key, const LaunchPlan &plan) {
     entry.key.kernel = entry.kernel.c_str();
   }
   entry.plan = plan;
+  entry.rebase = makeRebase(key, plan);
 }
 
 uint64_t PlanCache::hits() { return cache.hits; }
+
+uint64_t PlanCache::rebases() { return cache.rebases; }
 
 void PlanCache::clear() {
   for (Entry &entry : cache.entries)

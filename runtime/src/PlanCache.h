@@ -6,11 +6,20 @@
 // keyed on everything validation reads: the bundle, the kernel kind and name,
 // the variant, and every field of every DLTensor of the arguments (data,
 // byte_offset, device, ndim, dtype, and the contents of shape and strides).
-// Any difference, one pointer or one stride, is a miss and plans again, so a
-// hit is a plan that validation would have produced itself. Only plans that
-// passed are remembered; a refusal is planned, and refused, every time.
-// Checked mode reads the slots' values, which no key covers: it runs on the
-// plan, remembered or not, at every launch.
+// Only plans that passed are remembered; a refusal is planned, and refused,
+// every time. Checked mode reads the slots' values, which no key covers: it
+// runs on the plan, remembered or not, at every launch.
+//
+// The same arguments are a hit. Arguments that differ from a remembered
+// plan's only in their tensors' data and byte_offset (the next input set of
+// an eager loop, the next layer's cache: new tensors of the same shapes) are
+// a rebase: the plan moves to the new addresses, and every check planning
+// makes of an address runs again on them (NULL data, the 2^57 bound,
+// element alignment, the written tensors' disjointness). A rebase checks
+// disjointness as plain byte ranges, stricter than planning's; anything a
+// rebase cannot accept plans anew, so a refusal carries planning's message
+// and a rebased plan is one planning would have produced. Any other
+// difference, one stride or one dtype, plans anew.
 //
 // A remembered plan's views keep the DLTensor pointers of the call that
 // planned it; after planning they are only compared with each other (the K
@@ -53,7 +62,19 @@ public:
   void assign(const LaunchKey &other);
 
   bool usable() const { return ok; }
+  /// Every word and every address equal.
   bool operator==(const LaunchKey &other) const;
+  /// Equal but for the tensors' data and byte_offset.
+  bool sameShapes(const LaunchKey &other) const;
+
+  /// The most tensors a launch's arguments hold (fused_append's 11).
+  static constexpr int kMaxTensors = 12;
+  /// The argument tensors added, in order (NULL ones included), and the
+  /// data and byte_offset of each (0 for NULL).
+  int numTensors() const { return tensorCount; }
+  const DLTensor *tensor(int i) const { return tensors[i]; }
+  uint64_t data(int i) const { return addresses[2 * i]; }
+  uint64_t byteOffset(int i) const { return addresses[2 * i + 1]; }
 
 private:
   friend class PlanCache;
@@ -61,8 +82,14 @@ private:
   uint64_t bundleId;
   KernelKind kind;
   const char *kernel;
+  /// Everything but the addresses.
   uint64_t words[kMaxWords];
   int count = 0;
+  /// Per argument tensor, in argument order: data and byte_offset (0, 0 for
+  /// NULL), and the DLTensor itself (read only while the call lasts).
+  uint64_t addresses[2 * kMaxTensors];
+  const DLTensor *tensors[kMaxTensors];
+  int tensorCount = 0;
   bool ok = true;
 };
 
@@ -77,14 +104,18 @@ void addArguments(LaunchKey &key, const kvrt_mla_fused_append_args &args);
 /// The calling thread's remembered plans.
 class PlanCache {
 public:
-  /// The plan remembered for `key`, or nullptr.
+  /// The plan remembered for `key`, the same arguments or a rebase of them
+  /// (above); nullptr if none, and for a rebase whose new addresses fail a
+  /// check (the caller plans anew, and refuses with planning's message).
   static const LaunchPlan *find(const LaunchKey &key);
   /// Remembers `plan` for `key` (a usable key), evicting the oldest entry.
   static void remember(const LaunchKey &key, const LaunchPlan &plan);
   /// Forgets every plan of the calling thread (tests).
   static void clear();
-  /// The calling thread's hits so far (tests).
+  /// The calling thread's hits so far, rebases included (tests).
   static uint64_t hits();
+  /// The calling thread's rebases so far (tests).
+  static uint64_t rebases();
 };
 
 /// A process-wide id, never reused: a bundle created at the address of a

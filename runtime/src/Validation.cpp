@@ -98,6 +98,15 @@ static Status checkFitsAbi(const abi::ParamInfo &param, int64_t scalar,
                     view->name, unit, static_cast<long long>(span), unit);
 }
 
+bool mayWrite(KernelKind kind, Param param) {
+  if (kind == KernelKind::SlotMapping)
+    return param == Param::SlotMapping;
+  abi::ParamElement element = abi::paramInfo(param).element;
+  return element == abi::ParamElement::Cache ||
+         element == abi::ParamElement::Output ||
+         param == Param::KeyScaleCache || param == Param::ValueScaleCache;
+}
+
 /// The parameters of each (kind, quantization, K-only) in ABI order, listed
 /// once: a launch that plans walks its own list rather than the ABI's whole
 /// table, which holds every kind's parameters.
@@ -157,6 +166,7 @@ Status packInAbiOrder(const KernelDescription &kernel,
       break;
     }
     indexOf[id] = plan->numBuffers;
+    plan->bufferParams[plan->numBuffers] = param.id;
     plan->buffers[plan->numBuffers++] = *values.views[id];
   }
   if (unset)

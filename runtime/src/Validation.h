@@ -67,6 +67,8 @@ struct LaunchPlan {
   int64_t numBlocks = 0;
   int64_t blockSize = 0;
   TensorView buffers[kMaxBuffers];
+  /// The parameter each buffer is passed as.
+  abi::Param bufferParams[kMaxBuffers];
   int numBuffers = 0;
   int32_t scalars[kMaxScalars];
   int numScalars = 0;
@@ -75,6 +77,12 @@ struct LaunchPlan {
   int promised[4];
   int numPromised = 0;
 };
+
+/// Whether a kernel of `kind` may write the buffer passed as `param`: the
+/// caches and scale caches of the appends, gather's outputs, the slot
+/// mapping a slot_mapping kernel builds. Errs towards yes (a gather's caches
+/// count): it only makes a rebase (PlanCache.h) check more pairs.
+bool mayWrite(KernelKind kind, abi::Param param);
 
 /// The first tensor, and its rule, that breaks the vector promise.
 struct PromiseBreach {

@@ -76,6 +76,146 @@ TEST_F(LaunchCacheTest, ChangedPointerReachesTheKernel) {
             static_cast<int64_t>(reinterpret_cast<uintptr_t>(moved.data())));
 }
 
+/// Another input set of the same shapes (an eager loop's next call, another
+/// layer's caches): every tensor at another address.
+struct MovedSet {
+  HostTensor qkv, key, value, slots, keyCache, valueCache;
+  explicit MovedSet(uint64_t cacheOffset = 0) {
+    qkv = HostTensor::compact(bf16(), {kTokens, kQkvRow});
+    key = qkv.view(bf16(), {kTokens, kHeads, kHeadDim}, {kQkvRow, kHeadDim, 1},
+                   kQueryHeads * kHeadDim * 2);
+    value =
+        qkv.view(bf16(), {kTokens, kHeads, kHeadDim}, {kQkvRow, kHeadDim, 1},
+                 (kQueryHeads + kHeads) * kHeadDim * 2);
+    slots = HostTensor::compact(i64(), {kTokens});
+    // Compact, as the fixture's; the storage's 256 spare bytes take the
+    // offset.
+    for (HostTensor *cache : {&keyCache, &valueCache}) {
+      *cache =
+          HostTensor::compact(bf16(), {kBlocks, kBlockSize, kHeads, kHeadDim});
+      cache->get()->byte_offset = cacheOffset;
+    }
+  }
+  void moveTo(DLDevice device) {
+    for (HostTensor *t : {&key, &value, &slots, &keyCache, &valueCache})
+      t->get()->device = device;
+  }
+  kvrt_append_args args() {
+    return {nullptr,        key.get(),        value.get(),      slots.get(),
+            keyCache.get(), valueCache.get(), KVRT_VARIANT_AUTO};
+  }
+  /// data + byte_offset of each buffer, in the append's parameter order.
+  std::vector<int64_t> firsts() {
+    std::vector<int64_t> out;
+    for (HostTensor *t : {&key, &value, &slots, &keyCache, &valueCache})
+      out.push_back(static_cast<int64_t>(
+          reinterpret_cast<uintptr_t>(t->get()->data) + t->get()->byte_offset));
+    return out;
+  }
+};
+
+TEST_F(LaunchCacheTest, SameShapesAtNewAddressesRebase) {
+  launchTwice();
+  MovedSet moved(/*cacheOffset=*/64);
+  moved.moveTo({kDLCUDA, 0});
+  kvrt_append_args args = moved.args();
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(kvrt_append(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  // Every pointer parameter is the new tensor's first element.
+  std::vector<int64_t> firsts = moved.firsts();
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(state->params[i], firsts[i]) << "parameter " << i;
+  // And back: the fixture's tensors, rebased again.
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 2);
+  EXPECT_EQ(state->params[3], static_cast<int64_t>(reinterpret_cast<uintptr_t>(
+                                  keyCache.get()->data)));
+  EXPECT_EQ(state->launches, 4);
+}
+
+TEST_F(LaunchCacheTest, RebasedAddressesAreCheckedAsPlanningChecksThem) {
+  launchTwice();
+  uint64_t rebases = PlanCache::rebases();
+  void *data = keyCache.get()->data;
+  // Each refusal carries planning's own message, and launches nothing.
+  keyCache.get()->data = nullptr;
+  EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("key_cache: data is NULL"));
+  keyCache.get()->data = reinterpret_cast<void *>(uintptr_t(1) << 57);
+  EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("2^57"));
+  keyCache.get()->data = data;
+  keyCache.get()->byte_offset = 1; // not a whole bf16
+  EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("2-byte elements"));
+  keyCache.get()->byte_offset = 0;
+  // The written cache moved onto the rows it reads.
+  keyCache.get()->data = qkv.get()->data;
+  EXPECT_EQ(append(), KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("key_cache"));
+  EXPECT_EQ(PlanCache::rebases(), rebases);
+  EXPECT_EQ(state->launches, 2);
+  // Where it was: the remembered plan still serves.
+  keyCache.get()->data = data;
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(state->launches, 3);
+}
+
+TEST_F(LaunchCacheTest, OneTensorInTwoPlacesIsPlannedNotRebased) {
+  // K and V read from one DLTensor when planned; then V from its own rows.
+  kvrt_append_args args = appendArgs();
+  args.value = args.key;
+  ASSERT_EQ(kvrt_append(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  MovedSet moved;
+  moved.moveTo({kDLCUDA, 0});
+  args.value = moved.value.get();
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(kvrt_append(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases);
+  EXPECT_EQ(state->params[1], moved.firsts()[1]);
+}
+
+TEST_F(DualStackedTest, RebasedStackedCacheMovesBothViews) {
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  HostTensor moved =
+      HostTensor::compact(bf16(), {kBlocks, 2, kHeads, kBlockSize, kHeadDim});
+  keyCache.get()->data = moved.get()->data;
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  // K at index 0, V at index 1 of dim 1, of the new tensor.
+  const int64_t kvStride = kHeads * kBlockSize * kHeadDim;
+  const auto at = [&](int64_t elements) {
+    return static_cast<int64_t>(reinterpret_cast<uintptr_t>(moved.get()->data) +
+                                elements * 2);
+  };
+  EXPECT_EQ(recorded().params[3], at(0));
+  EXPECT_EQ(recorded().params[4], at(kvStride));
+}
+
+TEST_F(LaunchTest, RebasedPlanKeepsTheVectorPromiseChecked) {
+  ASSERT_EQ(append(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  // The cache now starts 2 bytes in: bf16 elements stay aligned, 16-byte
+  // vectors do not. AUTO falls back to the scalar kernel; VECTOR refuses.
+  MovedSet moved(/*cacheOffset=*/2);
+  moved.moveTo({kDLCPU, 0});
+  kvrt_append_args args = moved.args();
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(kvrt_append(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  EXPECT_EQ(recorded().scalarCalls, 1);
+  args.variant = KVRT_VARIANT_VECTOR;
+  EXPECT_EQ(kvrt_append(bundle.get(), &args, nullptr),
+            KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("not aligned"));
+}
+
 TEST_F(LaunchCacheTest, ChangedByteOffsetIsValidatedAgain) {
   launchTwice();
   slots.get()->byte_offset = 3; // misaligned int64
@@ -218,6 +358,13 @@ void expectEveryTensorKeyed(std::vector<const DLTensor * Args::*> fields,
     Args changed = args;
     changed.*fields[i] = &moved;
     EXPECT_FALSE(keyOf(changed) == base) << "field " << i << " is not keyed";
+    // Only its address moved: a rebase, not a new plan.
+    EXPECT_TRUE(keyOf(changed).sameShapes(base)) << "field " << i;
+    DLTensor reshaped = tensors[i];
+    int64_t otherShape[1] = {8};
+    reshaped.shape = otherShape;
+    changed.*fields[i] = &reshaped;
+    EXPECT_FALSE(keyOf(changed).sameShapes(base)) << "field " << i;
   }
 }
 
