@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""A decode node's launcher and assembler taken apart (a probe).
+
+    PYTHONPATH=python python3 bench/launch_probe_gpu.py --bundle B \\
+        [--bundle-as NAME=B2 ...] [--variants-ptxas PTXAS] \\
+        [--ptxas NAME=PTXAS ...] --kvrt-lib LIB --peer PEER \\
+        [--decode 1,32,128,512] [--json OUT.json]
+
+On side_by_side.py's decode sets, graphs of 100 calls, replays of every
+launcher interleaved, us per call, medians of 15:
+
+- kvgen: the bundle's append through kvrt_append;
+- each --bundle-as NAME=PATH: the same append from another bundle (the same
+  PTX assembled otherwise), through kvrt_append;
+- with --variants-ptxas PTXAS, four such bundles made from the bundle's PTX:
+  sm90a (assembled again by PTXAS for sm_90a), jit (no cubin: the driver
+  compiles the PTX), reqntid (.maxntid replaced by .reqntid) and regs24
+  (--maxrregcount 24);
+- peer: the Triton append through Triton's own launcher;
+- peer_cu: the same compiled Triton kernel (its CUfunction) launched by
+  cuLaunchKernel from ctypes, as kvrt launches;
+- peer_PTXAS (per --ptxas NAME=PATH): Triton's PTX assembled by that ptxas
+  for sm_90a, loaded with cuModuleLoadData and launched as peer_cu.
+
+Every launcher writes set 0 into poisoned rows first, which must equal the
+source rows (exit 1 otherwise). Needs torch and Triton on a CUDA machine.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import side_by_side as sbs  # noqa: E402
+
+
+def entry_params(ptx):
+    """The .param types of the PTX's single .entry, in order."""
+    m = re.search(r"\.entry\s+\w+\s*\((.*?)\)", ptx, re.S)
+    return re.findall(r"\.param\s+\.(\w+)", m.group(1))
+
+
+def variant_bundles(path, ptxas, tmp):
+    """NAME=PATH specs of the --variants-ptxas bundles, written under tmp."""
+    import base64
+    with open(path) as f:
+        bundle = json.load(f)
+    ptx = bundle["ptx"]
+    reqntid = re.sub(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)",
+                     r".reqntid \1, \2, \3", ptx)
+    specs = []
+    for name, text, flags in [("sm90a", ptx, []), ("reqntid", reqntid, []),
+                              ("regs24", ptx, ["--maxrregcount", "24"])]:
+        src = os.path.join(tmp, name + ".ptx")
+        cubin = os.path.join(tmp, name + ".cubin")
+        with open(src, "w") as f:
+            f.write(text)
+        subprocess.run([ptxas, "--gpu-name", "sm_90a", "-O3", *flags, src,
+                        "-o", cubin], check=True)
+        with open(cubin, "rb") as f:
+            # The PTX too: a driver that refused the cubin would JIT this.
+            variant = dict(bundle, ptx=text,
+                           cubin_base64=base64.b64encode(f.read()).decode())
+        specs.append((name, variant))
+    jit = dict(bundle)
+    jit.pop("cubin_base64", None)
+    specs.append(("jit", jit))
+    out = []
+    for name, variant in specs:
+        target = os.path.join(tmp, name + ".bundle.json")
+        with open(target, "w") as f:
+            json.dump(variant, f)
+        out.append("%s=%s" % (name, target))
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bundle", required=True)
+    parser.add_argument("--bundle-as", action="append", default=[])
+    parser.add_argument("--variants-ptxas")
+    parser.add_argument("--ptxas", action="append", default=[])
+    parser.add_argument("--kvrt-lib", required=True)
+    parser.add_argument("--peer", required=True)
+    parser.add_argument("--kernel", default=sbs.DEFAULT_KERNEL)
+    parser.add_argument("--decode", type=sbs.parse_sizes,
+                        default=[1, 32, 128, 512])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    import torch
+    import side_by_side_gpu as gpu
+
+    cu = ctypes.CDLL("libcuda.so.1")
+    cu.cuLaunchKernel.argtypes = [
+        ctypes.c_void_p] + [ctypes.c_uint] * 6 + [
+        ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    cu.cuModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                    ctypes.c_void_p]
+    cu.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                       ctypes.c_void_p, ctypes.c_char_p]
+
+    kvrt = gpu.Kvrt(args.kvrt_lib)
+    bundles = [("kvgen", kvrt.load(args.bundle))]
+    variants_dir = tempfile.TemporaryDirectory()
+    if args.variants_ptxas:
+        args.bundle_as += variant_bundles(args.bundle, args.variants_ptxas,
+                                          variants_dir.name)
+    for spec in args.bundle_as:
+        name, path = spec.split("=", 1)
+        bundles.append((name, kvrt.load(path)))
+    names = kvrt.kernels(bundles[0][1])
+    manifest = kvrt.manifest(bundles[0][1], args.bundle,
+                             names.index(args.kernel))
+    desc = sbs.description_from_manifest(manifest)
+    cases = sbs.make_cases(desc, args.decode, [], args.seed)
+    peer = gpu.load_peer(args.peer)
+    torch.cuda.init()
+    stream = torch.cuda.Stream()
+    reps = sbs.repetitions(False)
+    h, d = desc["num_kv_heads"], desc["head_dim"]
+    report = {"tool": "launch_probe_gpu",
+              "device": torch.cuda.get_device_name(), "rows": []}
+    failed = False
+    with torch.cuda.stream(stream):
+        timer = gpu.Timer(stream, reps)
+        setup = gpu.Setup(desc, cases)
+        kc, vc = setup.key_cache, setup.value_cache
+        for case in cases:
+            sets = setup.sets(case)
+            n = case["tokens"]
+            launchers = []
+            for name, b in bundles:
+                launchers.append((name, gpu.kvgen_launcher(
+                    kvrt, b, sbs.kvrt_call(args.kernel,
+                                           manifest.get("variant"), "auto"),
+                    setup, sets, stream)))
+            theirs = gpu.peer_launcher(peer, "token", setup, sets)
+            launchers.append(("peer", theirs))
+            k0, v0, s0 = sets[0]
+            compiled = peer.kv_append(k0, v0, kc, vc, s0, variant="token")
+            compiled._init_handles()
+            ptx = compiled.asm["ptx"]
+            types = entry_params(ptx)
+            grid = (n, 1, 1)
+            threads = 32 * compiled.metadata.num_warps
+            shared = compiled.metadata.shared
+            sc = kc.stride()
+
+            def packer(types):
+                if len(types) < 14:
+                    return None
+                packed = []
+                for k, v, s in sets:
+                    vals = [k.data_ptr(), v.data_ptr(), kc.data_ptr(),
+                            vc.data_ptr(), s.data_ptr(), s.data_ptr(),
+                            s.data_ptr(), k.stride(0), k.stride(1),
+                            v.stride(0), v.stride(1), sc[0], sc[1], sc[2]]
+                    vals += [0] * (len(types) - len(vals))
+                    cs = [ctypes.c_uint64(x) if t in ("u64", "b64", "s64")
+                          else ctypes.c_uint32(x) for x, t in zip(vals, types)]
+                    arr = (ctypes.c_void_p * len(cs))(
+                        *[ctypes.cast(ctypes.byref(c), ctypes.c_void_p)
+                          for c in cs])
+                    packed.append((cs, arr))
+                return packed
+
+            def ctypes_launcher(function, packed):
+                def launch(i):
+                    r = cu.cuLaunchKernel(
+                        function, grid[0], 1, 1, threads, 1, 1, shared,
+                        ctypes.c_void_p(torch.cuda.current_stream()
+                                        .cuda_stream), packed[i][1], None)
+                    if r:
+                        raise RuntimeError("cuLaunchKernel: %d" % r)
+                launch.keep = packed
+                return launch
+
+            packed = packer(types)
+            if packed is None:
+                print("  peer_cu: Triton's entry has %d params; skipped" %
+                      len(types))
+            else:
+                launchers.append(("peer_cu", ctypes_launcher(
+                    ctypes.c_void_p(compiled.function), packed)))
+                for spec in args.ptxas:
+                    pname, ptxas = spec.split("=", 1)
+                    with tempfile.TemporaryDirectory() as tmp:
+                        src = os.path.join(tmp, "k.ptx")
+                        out = os.path.join(tmp, "k.cubin")
+                        with open(src, "w") as f:
+                            f.write(ptx)
+                        subprocess.run([ptxas, "--gpu-name", "sm_90a", "-O3",
+                                        src, "-o", out], check=True)
+                        with open(out, "rb") as f:
+                            cubin = f.read()
+                    module = ctypes.c_void_p()
+                    fn = ctypes.c_void_p()
+                    image = ctypes.create_string_buffer(cubin)
+                    assert cu.cuModuleLoadData(ctypes.byref(module),
+                                               image) == 0
+                    assert cu.cuModuleGetFunction(
+                        ctypes.byref(fn), module,
+                        compiled.metadata.name.encode()) == 0
+                    launchers.append(("peer_" + pname,
+                                      ctypes_launcher(fn, packed)))
+            # Each launcher writes set 0 into poisoned rows.
+            for name, launch in launchers:
+                kc.view(-1, h, d)[s0] = 0
+                vc.view(-1, h, d)[s0] = 0
+                torch.cuda.synchronize()
+                launch(0)
+                torch.cuda.synchronize()
+                ok = (torch.equal(kc.view(-1, h, d)[s0], k0) and
+                      torch.equal(vc.view(-1, h, d)[s0], v0))
+                if not ok:
+                    print("  check %s at %d tokens: rows DIFFER" % (name, n))
+                    failed = True
+            samples = timer.graph_interleaved([l for _, l in launchers],
+                                              case["sets"])
+            medians = {name: sbs.median(s)
+                       for (name, _), s in zip(launchers, samples)}
+            report["rows"].append({"tokens": n, "us": medians})
+            print("decode %4d: %s" % (n, "  ".join(
+                "%s %.3f" % (k, v) for k, v in medians.items())), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
