@@ -216,6 +216,42 @@ TEST_F(LaunchTest, RebasedPlanKeepsTheVectorPromiseChecked) {
   EXPECT_THAT(kvrt_last_error(), HasSubstr("not aligned"));
 }
 
+TEST_F(LaunchTest, RebasedSlotMappingKeepsWhatItWritesDisjoint) {
+  ASSERT_EQ(slotMapping(), KVRT_SUCCESS) << kvrt_last_error();
+  HostTensor moved = HostTensor::compact(i64(), {kTokens});
+  slots = moved;
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(slotMapping(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  EXPECT_EQ(
+      recorded().params[3],
+      static_cast<int64_t>(reinterpret_cast<uintptr_t>(moved.get()->data)));
+  // The slots a slot_mapping kernel writes moved onto the block table it
+  // reads: refused, with planning's message.
+  slots.get()->data = blockTable.get()->data;
+  EXPECT_EQ(slotMapping(), KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("slot_mapping: overlaps"));
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  EXPECT_EQ(calls(), 2) << "a refused launch ran a kernel";
+}
+
+TEST_F(LaunchTest, RebasedFusedAppendMovesEveryBuffer) {
+  ASSERT_EQ(fused(), KVRT_SUCCESS) << kvrt_last_error();
+  HostTensor table = HostTensor::compact(i32(), {kRequests, kMaxBlocksPerReq});
+  HostTensor cache =
+      HostTensor::compact(bf16(), {kBlocks, kBlockSize, kHeads, kHeadDim});
+  blockTable = table;
+  keyCache = cache;
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(fused(), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  const std::vector<int64_t> &params = recorded().params;
+  EXPECT_EQ(params[2], static_cast<int64_t>(
+                           reinterpret_cast<uintptr_t>(table.get()->data)));
+  EXPECT_EQ(params[5], static_cast<int64_t>(
+                           reinterpret_cast<uintptr_t>(cache.get()->data)));
+}
+
 TEST_F(LaunchCacheTest, ChangedByteOffsetIsValidatedAgain) {
   launchTwice();
   slots.get()->byte_offset = 3; // misaligned int64
