@@ -22,6 +22,17 @@ constexpr int64_t kQkvRow = (kQueryHeads + 2 * kHeads) * kHeadDim;
 constexpr int64_t kRequests = 2;
 constexpr int64_t kMaxBlocksPerReq = 3;
 
+/// A fused QKV projection's output [num_tokens, (Hq + 2 H) * D], and K and V
+/// as views of it (strided, as a serving stack passes them).
+inline void makeRows(HostTensor *qkv, HostTensor *key, HostTensor *value) {
+  *qkv = HostTensor::compact(bf16(), {kTokens, kQkvRow});
+  *key = qkv->view(bf16(), {kTokens, kHeads, kHeadDim}, {kQkvRow, kHeadDim, 1},
+                   kQueryHeads * kHeadDim * 2);
+  *value =
+      qkv->view(bf16(), {kTokens, kHeads, kHeadDim}, {kQkvRow, kHeadDim, 1},
+                (kQueryHeads + kHeads) * kHeadDim * 2);
+}
+
 class LaunchTest : public ::testing::Test {
 protected:
   virtual CacheConfig config() { return CacheConfig(); }
@@ -34,12 +45,7 @@ protected:
     bundle.reset(raw);
     registerRecorders(raw);
 
-    qkv = HostTensor::compact(bf16(), {kTokens, kQkvRow});
-    key = qkv.view(bf16(), {kTokens, kHeads, kHeadDim}, {kQkvRow, kHeadDim, 1},
-                   kQueryHeads * kHeadDim * 2);
-    value =
-        qkv.view(bf16(), {kTokens, kHeads, kHeadDim}, {kQkvRow, kHeadDim, 1},
-                 (kQueryHeads + kHeads) * kHeadDim * 2);
+    makeRows(&qkv, &key, &value);
     slots = HostTensor::compact(i64(), {kTokens});
     makeCaches();
     blockTable = HostTensor::compact(i32(), {kRequests, kMaxBlocksPerReq});

@@ -81,12 +81,7 @@ TEST_F(LaunchCacheTest, ChangedPointerReachesTheKernel) {
 struct MovedSet {
   HostTensor qkv, key, value, slots, keyCache, valueCache;
   explicit MovedSet(uint64_t cacheOffset = 0) {
-    qkv = HostTensor::compact(bf16(), {kTokens, kQkvRow});
-    key = qkv.view(bf16(), {kTokens, kHeads, kHeadDim}, {kQkvRow, kHeadDim, 1},
-                   kQueryHeads * kHeadDim * 2);
-    value =
-        qkv.view(bf16(), {kTokens, kHeads, kHeadDim}, {kQkvRow, kHeadDim, 1},
-                 (kQueryHeads + kHeads) * kHeadDim * 2);
+    makeRows(&qkv, &key, &value);
     slots = HostTensor::compact(i64(), {kTokens});
     // Compact, as the fixture's; the storage's 256 spare bytes take the
     // offset.
