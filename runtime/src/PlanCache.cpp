@@ -155,6 +155,20 @@ struct Rebase {
   bool used[LaunchKey::kMaxTensors];
 };
 
+/// Whether a kernel of `kind` may write the buffer passed as `param`: the
+/// caches and scale caches of the appends, gather's outputs, the slot
+/// mapping a slot_mapping kernel builds. Errs towards yes (a gather's caches
+/// count): it only makes a rebase check more pairs.
+bool mayWrite(KernelKind kind, abi::Param param) {
+  if (kind == KernelKind::SlotMapping)
+    return param == abi::Param::SlotMapping;
+  abi::ParamElement element = abi::paramInfo(param).element;
+  return element == abi::ParamElement::Cache ||
+         element == abi::ParamElement::Output ||
+         param == abi::Param::KeyScaleCache ||
+         param == abi::Param::ValueScaleCache;
+}
+
 /// Bytes a validated tensor addresses from its first element (checkTensor's
 /// extent, in bytes).
 uint64_t reachOf(const DLTensor &tensor, size_t elementBytes) {
@@ -267,7 +281,8 @@ const LaunchPlan *PlanCache::find(const LaunchKey &key) {
       ++cache.hits;
       return &entry.plan;
     }
-    similar = similar ? similar : &entry;
+    if (!similar)
+      similar = &entry;
   }
   if (!similar || !rebasePlan(similar->rebase, key, similar->plan))
     return nullptr;

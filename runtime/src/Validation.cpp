@@ -8,11 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Limits.h"
+#include "ParamList.h"
 #include "PlanParts.h"
 
 #include <algorithm>
-#include <iterator>
-#include <memory>
 
 namespace kvrt::impl {
 
@@ -96,49 +95,6 @@ static Status checkFitsAbi(const abi::ParamInfo &param, int64_t scalar,
                     "%s: one %s of it spans %lld elements, past 2^31 - 1: the "
                     "kernels compute offsets within a %s in 32 bits",
                     view->name, unit, static_cast<long long>(span), unit);
-}
-
-bool mayWrite(KernelKind kind, Param param) {
-  if (kind == KernelKind::SlotMapping)
-    return param == Param::SlotMapping;
-  abi::ParamElement element = abi::paramInfo(param).element;
-  return element == abi::ParamElement::Cache ||
-         element == abi::ParamElement::Output ||
-         param == Param::KeyScaleCache || param == Param::ValueScaleCache;
-}
-
-/// The parameters of each (kind, quantization, K-only) in ABI order, listed
-/// once: a launch that plans walks its own list rather than the ABI's whole
-/// table, which holds every kind's parameters.
-namespace {
-struct ParamList {
-  const abi::ParamInfo *params[kMaxParams];
-  int count = 0;
-};
-constexpr int kNumKinds = static_cast<int>(std::size(abi::kKindNames));
-constexpr int kNumQuantizations = 3;
-} // namespace
-
-static const ParamList &paramList(KernelKind kind, Quantization quant,
-                                  bool kOnly) {
-  static const auto lists = [] {
-    auto all = std::make_unique<ParamList[]>(kNumKinds * kNumQuantizations * 2);
-    for (int k = 0; k < kNumKinds; ++k)
-      for (int q = 0; q < kNumQuantizations; ++q)
-        for (int only = 0; only < 2; ++only) {
-          ParamList &list = all[(k * kNumQuantizations + q) * 2 + only];
-          abi::forEachParam(static_cast<KernelKind>(k),
-                            static_cast<Quantization>(q), only != 0,
-                            [&](const abi::ParamInfo &param) {
-                              list.params[list.count++] = &param;
-                            });
-        }
-    return all;
-  }();
-  return lists[(static_cast<int>(kind) * kNumQuantizations +
-                static_cast<int>(quant)) *
-                   2 +
-               (kOnly ? 1 : 0)];
 }
 
 /// Copies the values into `plan` in the kind's ABI order and records where

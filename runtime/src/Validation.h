@@ -78,12 +78,6 @@ struct LaunchPlan {
   int numPromised = 0;
 };
 
-/// Whether a kernel of `kind` may write the buffer passed as `param`: the
-/// caches and scale caches of the appends, gather's outputs, the slot
-/// mapping a slot_mapping kernel builds. Errs towards yes (a gather's caches
-/// count): it only makes a rebase (PlanCache.h) check more pairs.
-bool mayWrite(KernelKind kind, abi::Param param);
-
 /// The first tensor, and its rule, that breaks the vector promise.
 struct PromiseBreach {
   const TensorView *view = nullptr;
