@@ -20,7 +20,14 @@ launcher interleaved, us per call, medians of 15:
 - peer_cu: the same compiled Triton kernel (its CUfunction) launched by
   cuLaunchKernel from ctypes, as kvrt launches;
 - peer_PTXAS (per --ptxas NAME=PATH): Triton's PTX assembled by that ptxas
-  for sm_90a, loaded with cuModuleLoadData and launched as peer_cu.
+  for sm_90a, loaded with cuModuleLoadData and launched as peer_cu;
+- with --module-ptxas PTXAS (the paged NHD append only), three bundles that
+  take the node apart by module and instruction stream, each assembled by
+  PTXAS for the bundle's chip and launched through kvrt_append: alone (the
+  append's entry the only one in its module), peer_body (Triton's
+  instructions under the append's name and parameter list, in the bundle's
+  module: kvrt's launch and parameter block, Triton's instruction stream)
+  and peer_body_alone (the same, alone in its module).
 
 Every launcher writes set 0 into poisoned rows first, which must equal the
 source rows (exit 1 otherwise). Needs torch and Triton on a CUDA machine.
@@ -81,12 +88,105 @@ def variant_bundles(path, ptxas, tmp):
     return out
 
 
+def ptx_entries(ptx):
+    """(header, [(name, text)]): the module's text before its first entry
+    and each .entry with its directives and body (braces balance per
+    instruction, so counting them finds the body's end)."""
+    starts = [m.start() for m in re.finditer(r"^\.visible \.entry ", ptx,
+                                             re.M)]
+    entries = []
+    for begin in starts:
+        depth, i, seen = 0, ptx.index(")", begin), False
+        while True:
+            c = ptx[i]
+            if c == "{":
+                depth, seen = depth + 1, True
+            elif c == "}":
+                depth -= 1
+                if seen and depth == 0:
+                    break
+            i += 1
+        name = re.match(r"\.visible \.entry (\w+)", ptx[begin:]).group(1)
+        entries.append((name, ptx[begin:i + 1]))
+    header = ptx[:starts[0]] if starts else ptx
+    return header, entries
+
+
+# Triton's token kernel's parameters (kv_append_triton.py: k, v, kc, vc,
+# slot, k_scale, v_scale, stride_kt, _kh, _vt, _vh, stride_cb, _cs, _ch)
+# and the generated append's that carry the same value (docs/KERNEL-ABI.md:
+# key, value, slot_mapping, key_cache, value_cache, num_tokens, num_blocks,
+# key_stride_token, _head, _dim, value_stride_..., key_cache_stride_block,
+# _head, _pos, _dim, value_cache_stride_...). The scales are not read by a
+# bf16 kernel; the cache strides are K's, which V's equal in the bench.
+PEER_TO_APPEND = {0: 0, 1: 1, 2: 3, 3: 4, 4: 2, 7: 7, 8: 8, 9: 10, 10: 11,
+                  11: 13, 12: 15, 13: 14}
+
+
+def peer_body_entry(peer_ptx, append_entry, name):
+    """Triton's entry's body under the append entry's name, parameter list
+    and directives."""
+    _, peer_entries = ptx_entries(peer_ptx)
+    peer_name, peer_text = peer_entries[0]
+    body = peer_text[peer_text.index("{", peer_text.index(")")):]
+    body = "\n".join(line for line in body.split("\n")
+                     if not line.strip().startswith(".loc") and
+                     not line.strip().startswith("$L__func_"))
+
+    def rename(m):
+        index = int(m.group(1))
+        if index not in PEER_TO_APPEND:
+            raise ValueError("launch_probe: Triton's body reads parameter "
+                             "%d, which the append has no match for" % index)
+        return "%s_param_%d" % (name, PEER_TO_APPEND[index])
+    body = re.sub(re.escape(peer_name) + r"_param_(\d+)", rename, body)
+    head = append_entry[:append_entry.index("{", append_entry.index(")"))]
+    return head + body
+
+
+def module_bundles(path, kernel, peer_ptx, ptxas, tmp):
+    """NAME=PATH specs of --module-ptxas's bundles, written under tmp."""
+    import base64
+    with open(path) as f:
+        bundle = json.load(f)
+    header, entries = ptx_entries(bundle["ptx"])
+    # Triton's PTX states a newer ISA; the body needs nothing past the
+    # bundle's, whose header stays.
+    texts = dict(entries)
+    swapped = peer_body_entry(peer_ptx, texts[kernel], kernel)
+    modules = {
+        "alone": header + texts[kernel] + "\n",
+        "peer_body": header + "\n".join(
+            swapped if name == kernel else text
+            for name, text in entries) + "\n",
+        "peer_body_alone": header + swapped + "\n",
+    }
+    chip = bundle["target"]["chip"]
+    out = []
+    for name, text in modules.items():
+        src = os.path.join(tmp, name + ".ptx")
+        cubin = os.path.join(tmp, name + ".cubin")
+        with open(src, "w") as f:
+            f.write(text)
+        subprocess.run([ptxas, "--gpu-name", chip, "-O3", src, "-o", cubin],
+                       check=True)
+        with open(cubin, "rb") as f:
+            variant = dict(bundle, ptx=text,
+                           cubin_base64=base64.b64encode(f.read()).decode())
+        target = os.path.join(tmp, name + ".bundle.json")
+        with open(target, "w") as f:
+            json.dump(variant, f)
+        out.append("%s=%s" % (name, target))
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", required=True)
     parser.add_argument("--bundle-as", action="append", default=[])
     parser.add_argument("--variants-ptxas")
     parser.add_argument("--ptxas", action="append", default=[])
+    parser.add_argument("--module-ptxas")
     parser.add_argument("--kvrt-lib", required=True)
     parser.add_argument("--peer", required=True)
     parser.add_argument("--kernel", default=sbs.DEFAULT_KERNEL)
@@ -133,6 +233,14 @@ def main(argv=None):
         timer = gpu.Timer(stream, reps)
         setup = gpu.Setup(desc, cases)
         kc, vc = setup.key_cache, setup.value_cache
+        if args.module_ptxas:
+            k0, v0, s0 = setup.sets(cases[0])[0]
+            compiled = peer.kv_append(k0, v0, kc, vc, s0, variant="token")
+            for spec in module_bundles(args.bundle, args.kernel,
+                                       compiled.asm["ptx"], args.module_ptxas,
+                                       variants_dir.name):
+                name, path = spec.split("=", 1)
+                bundles.append((name, kvrt.load(path)))
         for case in cases:
             sets = setup.sets(case)
             n = case["tokens"]

@@ -30,22 +30,24 @@ struct KVPinBeforeSlotPass
   using Base::Base;
 
   void runOnOperation() override {
-    SmallVector<std::pair<Operation *, unsigned>> marked;
+    SmallVector<std::pair<Operation *, StringRef>> marked;
     getOperation()->walk([&](Operation *op) {
-      if (op->hasAttr(kvgen::kBeforeSlotAttrName))
-        marked.push_back({op, 64});
-      else if (op->hasAttr(kvgen::kKeepNarrowAttrName))
-        marked.push_back({op, 32});
+      for (StringRef mark :
+           {kvgen::kBeforeSlotAttrName, kvgen::kKeepNarrowAttrName,
+            kvgen::kKeepWideAttrName})
+        if (op->hasAttr(mark)) {
+          marked.push_back({op, mark});
+          break;
+        }
     });
-    for (auto [op, width] : marked) {
-      StringRef mark =
-          width == 64 ? kvgen::kBeforeSlotAttrName : kvgen::kKeepNarrowAttrName;
+    for (auto [op, mark] : marked) {
+      unsigned width = mark == kvgen::kKeepNarrowAttrName ? 32 : 64;
       op->removeAttr(mark);
       if (!nvvm)
         continue;
-      // kv-to-loops marks 64-bit address terms before the slot and 32-bit
-      // block and token indices; a mark on anything else would silently go
-      // unpinned.
+      // kv-to-loops marks 64-bit address terms before the slot, the slot's
+      // 64-bit token index and 32-bit block and token indices; a mark on
+      // anything else would silently go unpinned.
       if (op->getNumResults() != 1 ||
           !op->getResult(0).getType().isInteger(width)) {
         op->emitOpError() << "is marked " << mark
@@ -64,6 +66,9 @@ struct KVPinBeforeSlotPass
           /*asm_dialect=*/LLVM::AsmDialectAttr(),
           /*operand_attrs=*/ArrayAttr());
       value.replaceAllUsesExcept(pin.getResult(0), pin);
+      // kv-to-loops marks only source offsets before the slot.
+      if (mark == kvgen::kBeforeSlotAttrName)
+        pin->setAttr(kvgen::kSourceOffsetPinAttrName, b.getUnitAttr());
     }
   }
 };

@@ -241,6 +241,17 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
   return tokenIf.getResult(0);
 }
 
+Value KernelBuilder::loadSlot(Value t32) {
+  // Its own zero extension of the token index, kept wide
+  // (kv-pin-before-slot): the slot's address is then the index shifted and
+  // added, not a mul.wide.u32 of it.
+  Value t = ext(t32);
+  t.getDefiningOp()->setAttr(kKeepWideAttrName, b.getUnitAttr());
+  return memref::LoadOp::create(b, arg(abi::Param::SlotMapping),
+                                ValueRange{toIndex(t)},
+                                /*nontemporal=*/false, llvm::MaybeAlign(8));
+}
+
 void KernelBuilder::build() {
   Value zero = index(0);
   Value one = index(1);
@@ -292,11 +303,7 @@ void KernelBuilder::build() {
       }
     }
     Value slot =
-        plan.slotFromBlockTable()
-            ? emitSlotFromBlockTable(t)
-            : Value(memref::LoadOp::create(
-                  b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
-                  /*nontemporal=*/false, llvm::MaybeAlign(8)));
+        plan.slotFromBlockTable() ? emitSlotFromBlockTable(t) : loadSlot(t32);
     emitAppendChunk(slot, t, c, chunks);
     break;
   }
@@ -306,9 +313,7 @@ void KernelBuilder::build() {
                             ValueRange{toIndex(t)});
     break;
   case KernelKind::Gather: {
-    Value slot = memref::LoadOp::create(
-        b, arg(abi::Param::SlotMapping), ValueRange{toIndex(t)},
-        /*nontemporal=*/false, llvm::MaybeAlign(8));
+    Value slot = loadSlot(t32);
     emitGatherChunk(slot, t, c);
     break;
   }

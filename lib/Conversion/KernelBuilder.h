@@ -159,6 +159,8 @@ private:
             arg(P::ValueStrideDim)};
   }
 
+  /// The slot of token `t32` (an i32) from slot_mapping.
+  Value loadSlot(Value t32);
   /// The slot of token `t` from the block table and positions (the
   /// slot_mapping rule of docs/KERNEL-ABI.md); -1 for padding tokens.
   Value emitSlotFromBlockTable(Value t);

@@ -94,6 +94,9 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   gpu.addPass(createCanonicalizerPass());
   gpu.addPass(createCSEPass());
   gpu.addPass(createReconcileUnrealizedCastsPass());
+  // On the canonical form, where a load's GEP takes the pinned offset
+  // itself (the descriptor's offset 0 and stride 1 folded away).
+  gpu.addPass(createKVPinAddresses());
 }
 
 void kvgen::buildHostPipeline(OpPassManager &pm) {

@@ -92,6 +92,22 @@ def KVPinBeforeSlot : Pass<"kv-pin-before-slot"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def KVPinAddresses : Pass<"kv-pin-addresses"> {
+  let summary = "Pin a source address as its token's row, then its element";
+  let description = [{
+    Runs on the LLVM dialect, after kv-bare-pointer-params (the GPU target
+    only). kv-pin-before-slot pins each source offset `t * stride_token +
+    within` (an `llvm.inline_asm` marked `kv.source_offset_pin`) before the
+    slot load. Where every use of such an offset is a GEP of a kernel
+    parameter by it, each GEP is replaced by two, at the pin: the token's
+    row `base + t * stride_token`, then the element `row + within`, each
+    through the same opaque `mov.b64`. With one token a block the row is the
+    same for all of a block's threads, and ptxas keeps it, the block index
+    and the slot's address in the uniform datapath (with `kv.keep_wide` on
+    the slot's index, kv-pin-before-slot). Every mark is removed.
+  }];
+}
+
 def KVMarkKernelNoAlias : Pass<"kv-mark-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
   let summary = "Mark the buffer pointers of kv kernels noalias";
   let description = [{

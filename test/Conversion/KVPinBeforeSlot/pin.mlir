@@ -2,14 +2,16 @@
 // RUN: kvgen-opt %s -kv-pin-before-slot | FileCheck %s --check-prefix=HOST
 
 // kv-pin-before-slot on a hand-written kernel: with nvvm=true each value
-// marked kv.before_slot goes through an opaque mov.b64 that its later uses
-// read, and each i32 marked kv.keep_narrow (a block index narrowed past the
-// slot check) through an opaque mov.b32; without, the marks are only
-// removed. Either way no mark remains.
+// marked kv.before_slot (a source offset) goes through an opaque mov.b64 that
+// its later uses read, tagged kv.source_offset_pin for kv-pin-addresses; the
+// slot's index marked kv.keep_wide through the same mov, untagged; and each
+// i32 marked kv.keep_narrow (a block index narrowed past the slot check)
+// through an opaque mov.b32. Without nvvm the marks are only removed. Either
+// way no mark remains.
 
 // NVVM-LABEL: func.func @chunk(
 // NVVM: %[[A:.*]] = arith.addi %arg0, %arg1 : i64
-// NVVM-NEXT: %[[P:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[A]] : (i64) -> i64
+// NVVM-NEXT: %[[P:.*]] = llvm.inline_asm has_side_effects {kv.source_offset_pin} "mov.b64 $0, $1;", "=l,l" %[[A]] : (i64) -> i64
 // NVVM-NEXT: %[[U:.*]] = arith.muli %arg1, %arg1 : i64
 // NVVM-NEXT: arith.addi %[[P]], %[[U]] : i64
 // NVVM-NOT: kv.before_slot
@@ -25,6 +27,24 @@ func.func @chunk(%a: i64, %b: i64) -> i64 {
   %1 = arith.muli %b, %b : i64
   %2 = arith.addi %0, %1 : i64
   return %2 : i64
+}
+
+// NVVM-LABEL: func.func @slot_index(
+// NVVM: %[[W:.*]] = arith.extui %arg0 : i32 to i64
+// NVVM-NEXT: %[[P:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[W]] : (i64) -> i64
+// NVVM-NEXT: %[[S:.*]] = arith.shli %[[P]]
+// NVVM-NOT: kv.keep_wide
+// NVVM-NOT: kv.source_offset_pin
+
+// HOST-LABEL: func.func @slot_index(
+// HOST: %[[W:.*]] = arith.extui %arg0 : i32 to i64
+// HOST-NEXT: arith.shli %[[W]]
+// HOST-NOT: kv.keep_wide
+func.func @slot_index(%t: i32) -> i64 {
+  %c3 = arith.constant 3 : i64
+  %0 = arith.extui %t {kv.keep_wide} : i32 to i64
+  %1 = arith.shli %0, %c3 : i64
+  return %1 : i64
 }
 
 // NVVM-LABEL: func.func @block(

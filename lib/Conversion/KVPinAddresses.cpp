@@ -1,0 +1,118 @@
+//===- KVPinAddresses.cpp - a source address's token row, then its element ===//
+//
+// kv-pin-before-slot keeps each source offset, `t * stride_token + within`,
+// before the slot load; each load after the check then adds it to its
+// buffer's pointer. Computed that way, the block index takes part in a
+// product with a per-thread term, so ptxas reads it into a vector register
+// and builds the slot's address on the vector pipeline as well. Computing
+// the token's row first (`base + t * stride_token`, the same for every
+// thread of a block when a block holds one token) and then the element in
+// it lets ptxas keep the block index, the slot's address and the rows in
+// the uniform datapath, as Triton's append does; tuning step 24 of
+// docs/PERFORMANCE.md measured what that is worth in a graph of decode
+// appends. Both addresses are pinned (the same opaque PTX `mov` as the
+// offsets): LLVM would otherwise fold the two steps back into one offset, or
+// sink them behind the slot check.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Conversion/Passes.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+namespace kvgen {
+#define GEN_PASS_DEF_KVPINADDRESSES
+#include "kvgen/Conversion/Passes.h.inc"
+} // namespace kvgen
+
+using namespace mlir;
+
+/// The opaque 64-bit copy of kv-pin-before-slot, of a pointer.
+static Value pinPointer(OpBuilder &b, Location loc, Value pointer) {
+  auto pin = LLVM::InlineAsmOp::create(
+      b, loc, pointer.getType(), ValueRange{pointer}, "mov.b64 $0, $1;", "=l,l",
+      /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      /*asm_dialect=*/LLVM::AsmDialectAttr(),
+      /*operand_attrs=*/ArrayAttr());
+  return pin.getResult(0);
+}
+
+/// The accesses through a pinned offset, if every use is a GEP of a kernel
+/// parameter by that offset alone (an element access of a vector or scalar
+/// load); otherwise none, and the offset stays pinned as it is.
+static SmallVector<LLVM::GEPOp> addressesOf(Value pinned) {
+  SmallVector<LLVM::GEPOp> geps;
+  for (Operation *user : pinned.getUsers()) {
+    auto gep = dyn_cast<LLVM::GEPOp>(user);
+    if (!gep || gep.getIndices().size() != 1 ||
+        gep.getDynamicIndices().size() != 1 ||
+        gep.getDynamicIndices().front() != pinned ||
+        !isa<BlockArgument>(gep.getBase()))
+      return {};
+    geps.push_back(gep);
+  }
+  return geps;
+}
+
+static void pinAddresses(LLVM::InlineAsmOp pin) {
+  // kv-to-loops builds a source offset as (token term) + (within the
+  // token), in that order (KernelBuilder::sourceOffset).
+  auto sum = pin.getOperands().front().getDefiningOp<LLVM::AddOp>();
+  SmallVector<LLVM::GEPOp> geps =
+      sum ? addressesOf(pin.getResult(0)) : SmallVector<LLVM::GEPOp>();
+  if (geps.empty())
+    return;
+  OpBuilder b(pin);
+  b.setInsertionPointAfter(pin);
+  // The addresses are global ones: an opaque copy of a generic pointer would
+  // hide that from LLVM, which would then load through generic addressing.
+  auto global = LLVM::LLVMPointerType::get(b.getContext(), /*global=*/1);
+  for (LLVM::GEPOp gep : geps) {
+    Location loc = gep.getLoc();
+    auto func = gep->getParentOfType<LLVM::LLVMFuncOp>();
+    auto param = cast<BlockArgument>(gep.getBase());
+    Value base = LLVM::AddrSpaceCastOp::create(b, loc, global, param);
+    Value row = pinPointer(
+        b, loc,
+        LLVM::GEPOp::create(b, loc, global, gep.getElemType(), base,
+                            ValueRange{sum.getLhs()}, gep.getNoWrapFlags()));
+    Value address = pinPointer(
+        b, loc,
+        LLVM::GEPOp::create(b, loc, global, gep.getElemType(), row,
+                            ValueRange{sum.getRhs()}, gep.getNoWrapFlags()));
+    Value generic =
+        LLVM::AddrSpaceCastOp::create(b, loc, gep.getType(), address);
+    // Through the copy LLVM no longer sees the noalias parameter under the
+    // load, which is what let it read through the non-coherent cache; no
+    // kernel writes its sources (kvrt refuses a written buffer that
+    // overlaps another), so the loads say so themselves.
+    bool noalias =
+        func.getArgAttr(param.getArgNumber(),
+                        LLVM::LLVMDialect::getNoAliasAttrName()) != nullptr;
+    for (Operation *user : gep->getUsers())
+      if (auto load = dyn_cast<LLVM::LoadOp>(user); load && noalias)
+        load.setInvariant(true);
+    gep.replaceAllUsesWith(generic);
+    gep.erase();
+  }
+  pin.erase();
+  if (sum->use_empty())
+    sum.erase();
+}
+
+namespace {
+struct KVPinAddressesPass
+    : public kvgen::impl::KVPinAddressesBase<KVPinAddressesPass> {
+  void runOnOperation() override {
+    SmallVector<LLVM::InlineAsmOp> pins;
+    getOperation()->walk([&](LLVM::InlineAsmOp pin) {
+      if (pin->removeAttr(kvgen::kSourceOffsetPinAttrName))
+        pins.push_back(pin);
+    });
+    for (LLVM::InlineAsmOp pin : pins)
+      pinAddresses(pin);
+  }
+};
+} // namespace

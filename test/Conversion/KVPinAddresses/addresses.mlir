@@ -1,0 +1,77 @@
+// RUN: kvgen-opt %s -kv-pin-addresses | FileCheck %s
+
+// kv-pin-addresses on hand-written kernels: a pinned source offset
+// (token term + within the token) read only by GEPs of a parameter becomes,
+// at the pin, the token's row and then the element, both global addresses
+// through opaque movs; the load through a noalias parameter says it reads
+// invariant memory, which keeps it on the non-coherent path. Where the
+// offset has another use, or is not a sum, it stays a pinned offset; every
+// kv.source_offset_pin mark goes.
+
+// CHECK-LABEL: llvm.func @split(
+// CHECK-SAME: %[[BASE:[^:]*]]: !llvm.ptr {llvm.noalias}, %[[ROWTERM:[^:]*]]: i64, %[[WITHIN:[^:]*]]: i64
+// CHECK: %[[G:.*]] = llvm.addrspacecast %[[BASE]] : !llvm.ptr to !llvm.ptr<1>
+// CHECK-NEXT: %[[R:.*]] = llvm.getelementptr %[[G]][%[[ROWTERM]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK-NEXT: %[[RP:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[R]] : (!llvm.ptr<1>) -> !llvm.ptr<1>
+// CHECK-NEXT: %[[A:.*]] = llvm.getelementptr %[[RP]][%[[WITHIN]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK-NEXT: %[[AP:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[A]] : (!llvm.ptr<1>) -> !llvm.ptr<1>
+// CHECK-NEXT: %[[P:.*]] = llvm.addrspacecast %[[AP]] : !llvm.ptr<1> to !llvm.ptr
+// CHECK: llvm.cond_br
+// CHECK: llvm.load %[[P]] invariant {alignment = 16 : i64} : !llvm.ptr -> vector<8xbf16>
+// CHECK-NOT: kv.source_offset_pin
+llvm.func @split(%base: !llvm.ptr {llvm.noalias}, %row: i64, %within: i64,
+                 %valid: i1) -> vector<8xbf16> {
+  %sum = llvm.add %row, %within : i64
+  %pin = llvm.inline_asm has_side_effects {kv.source_offset_pin}
+      "mov.b64 $0, $1;", "=l,l" %sum : (i64) -> i64
+  llvm.cond_br %valid, ^load, ^skip
+^load:
+  %p = llvm.getelementptr %base[%pin] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
+  %v = llvm.load %p {alignment = 16 : i64} : !llvm.ptr -> vector<8xbf16>
+  llvm.return %v : vector<8xbf16>
+^skip:
+  %z = llvm.mlir.zero : vector<8xbf16>
+  llvm.return %z : vector<8xbf16>
+}
+
+// Without noalias the load is not marked invariant.
+// CHECK-LABEL: llvm.func @aliased(
+// CHECK: llvm.load %{{.*}} {alignment = 2 : i64} : !llvm.ptr -> bf16
+llvm.func @aliased(%base: !llvm.ptr, %row: i64, %within: i64) -> bf16 {
+  %sum = llvm.add %row, %within : i64
+  %pin = llvm.inline_asm has_side_effects {kv.source_offset_pin}
+      "mov.b64 $0, $1;", "=l,l" %sum : (i64) -> i64
+  %p = llvm.getelementptr %base[%pin] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
+  %v = llvm.load %p {alignment = 2 : i64} : !llvm.ptr -> bf16
+  llvm.return %v : bf16
+}
+
+// An offset with a use that is not a GEP keeps its pin; the mark goes.
+// CHECK-LABEL: llvm.func @other_use(
+// CHECK: %[[S:.*]] = llvm.add
+// CHECK-NEXT: %[[P:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[S]] : (i64) -> i64
+// CHECK-NEXT: llvm.getelementptr %{{.*}}[%[[P]]]
+// CHECK-NEXT: llvm.add %[[P]]
+// CHECK-NOT: llvm.addrspacecast
+llvm.func @other_use(%base: !llvm.ptr, %row: i64, %within: i64) -> i64 {
+  %sum = llvm.add %row, %within : i64
+  %pin = llvm.inline_asm has_side_effects {kv.source_offset_pin}
+      "mov.b64 $0, $1;", "=l,l" %sum : (i64) -> i64
+  %p = llvm.getelementptr %base[%pin] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
+  %next = llvm.add %pin, %row : i64
+  llvm.return %next : i64
+}
+
+// An offset that is not a sum keeps its pin.
+// CHECK-LABEL: llvm.func @not_a_sum(
+// CHECK: llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %{{.*}} : (i64) -> i64
+// CHECK-NOT: llvm.addrspacecast
+// CHECK: llvm.return
+llvm.func @not_a_sum(%base: !llvm.ptr, %row: i64, %within: i64) -> bf16 {
+  %prod = llvm.mul %row, %within : i64
+  %pin = llvm.inline_asm has_side_effects {kv.source_offset_pin}
+      "mov.b64 $0, $1;", "=l,l" %prod : (i64) -> i64
+  %p = llvm.getelementptr %base[%pin] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
+  %v = llvm.load %p : !llvm.ptr -> bf16
+  llvm.return %v : bf16
+}
