@@ -29,7 +29,10 @@
 // CHECK: {kv.before_slot}
 // CHECK-NOT: {kv.before_slot}
 // CHECK-NOT: vector.load
-// CHECK: %[[SLOT:.*]] = memref.load %[[SLOTS]][%{{.*}}] {alignment = 8 : i64}
+// The slot's index is a zero extension of its own, marked to stay wide.
+// CHECK: %[[TWIDE:.*]] = arith.extui %{{.*}} {kv.keep_wide} : i32 to i64
+// CHECK-NEXT: %[[TIDX:.*]] = arith.index_cast %[[TWIDE]] : i64 to index
+// CHECK-NEXT: %[[SLOT:.*]] = memref.load %[[SLOTS]][%[[TIDX]]] {alignment = 8 : i64}
 // Block size 16: divide and modulo are a shift and a mask.
 // CHECK-DAG: %[[BLOCK:.*]] = arith.shrui %[[SLOT]], %c4_i64
 // CHECK-DAG: arith.andi %[[SLOT]], %c15_i64
