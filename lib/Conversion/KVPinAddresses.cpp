@@ -105,10 +105,12 @@ static void pinAddresses(LLVM::InlineAsmOp pin) {
 namespace {
 struct KVPinAddressesPass
     : public kvgen::impl::KVPinAddressesBase<KVPinAddressesPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<LLVM::InlineAsmOp> pins;
     getOperation()->walk([&](LLVM::InlineAsmOp pin) {
-      if (pin->removeAttr(kvgen::kSourceOffsetPinAttrName))
+      if (pin->removeAttr(kvgen::kSourceOffsetPinAttrName) && split)
         pins.push_back(pin);
     });
     for (LLVM::InlineAsmOp pin : pins)

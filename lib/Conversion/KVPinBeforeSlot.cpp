@@ -43,7 +43,7 @@ struct KVPinBeforeSlotPass
     for (auto [op, mark] : marked) {
       unsigned width = mark == kvgen::kKeepNarrowAttrName ? 32 : 64;
       op->removeAttr(mark);
-      if (!nvvm)
+      if (!nvvm || (mark == kvgen::kKeepWideAttrName && !wide))
         continue;
       // kv-to-loops marks 64-bit address terms before the slot, the slot's
       // 64-bit token index and 32-bit block and token indices; a mark on

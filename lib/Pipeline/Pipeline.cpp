@@ -29,6 +29,14 @@ static llvm::cl::opt<bool>
               llvm::cl::desc("Mark the kernels' buffer pointers noalias "
                              "(kv-mark-kernel-noalias)"));
 
+// Tuning (docs/PERFORMANCE.md, step 24): false leaves each source address
+// a pinned offset that its load adds to the buffer's pointer, and the slot's
+// address a mul.wide.u32 of the token index.
+static llvm::cl::opt<bool> clPinAddresses(
+    "kvgen-pin-addresses", llvm::cl::Hidden, llvm::cl::init(true),
+    llvm::cl::desc("Pin the source addresses (the token's row, then the "
+                   "element) and the slot's wide index (kv-pin-addresses)"));
+
 using namespace mlir;
 using namespace kvgen;
 
@@ -83,6 +91,7 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   gpu.addPass(createKVExpandFP8Casts(fp8));
   KVPinBeforeSlotOptions pin;
   pin.nvvm = true;
+  pin.wide = clPinAddresses;
   gpu.addPass(createKVPinBeforeSlot(pin));
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64;
@@ -96,7 +105,9 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   gpu.addPass(createReconcileUnrealizedCastsPass());
   // On the canonical form, where a load's GEP takes the pinned offset
   // itself (the descriptor's offset 0 and stride 1 folded away).
-  gpu.addPass(createKVPinAddresses());
+  KVPinAddressesOptions addresses;
+  addresses.split = clPinAddresses;
+  gpu.addPass(createKVPinAddresses(addresses));
 }
 
 void kvgen::buildHostPipeline(OpPassManager &pm) {

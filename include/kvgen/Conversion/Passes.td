@@ -87,7 +87,9 @@ def KVPinBeforeSlot : Pass<"kv-pin-before-slot"> {
   }];
   let options = [
     Option<"nvvm", "nvvm", "bool", /*default=*/"false",
-           "Pin the marked values with PTX inline asm (else only unmark)">
+           "Pin the marked values with PTX inline asm (else only unmark)">,
+    Option<"wide", "wide", "bool", /*default=*/"true",
+           "With nvvm, pin kv.keep_wide too (else only unmark it)">
   ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
@@ -104,8 +106,13 @@ def KVPinAddresses : Pass<"kv-pin-addresses"> {
     through the same opaque `mov.b64`. With one token a block the row is the
     same for all of a block's threads, and ptxas keeps it, the block index
     and the slot's address in the uniform datapath (with `kv.keep_wide` on
-    the slot's index, kv-pin-before-slot). Every mark is removed.
+    the slot's index, kv-pin-before-slot). With `split=false` the marks are
+    only removed. Either way no mark is left.
   }];
+  let options = [
+    Option<"split", "split", "bool", /*default=*/"true",
+           "Pin the row and the element addresses (else only unmark)">
+  ];
 }
 
 def KVMarkKernelNoAlias : Pass<"kv-mark-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
