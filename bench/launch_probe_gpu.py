@@ -54,31 +54,24 @@ def entry_params(ptx):
     return re.findall(r"\.param\s+\.(\w+)", m.group(1))
 
 
-def variant_bundles(path, ptxas, tmp):
-    """NAME=PATH specs of the --variants-ptxas bundles, written under tmp."""
+def assembled(bundle, name, text, ptxas, chip, flags, tmp):
+    """`bundle` with PTX `text` and its cubin, assembled by `ptxas` for
+    `chip` under tmp. The PTX goes in too: a driver that refused the cubin
+    would JIT it."""
     import base64
-    with open(path) as f:
-        bundle = json.load(f)
-    ptx = bundle["ptx"]
-    reqntid = re.sub(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)",
-                     r".reqntid \1, \2, \3", ptx)
-    specs = []
-    for name, text, flags in [("sm90a", ptx, []), ("reqntid", reqntid, []),
-                              ("regs24", ptx, ["--maxrregcount", "24"])]:
-        src = os.path.join(tmp, name + ".ptx")
-        cubin = os.path.join(tmp, name + ".cubin")
-        with open(src, "w") as f:
-            f.write(text)
-        subprocess.run([ptxas, "--gpu-name", "sm_90a", "-O3", *flags, src,
-                        "-o", cubin], check=True)
-        with open(cubin, "rb") as f:
-            # The PTX too: a driver that refused the cubin would JIT this.
-            variant = dict(bundle, ptx=text,
-                           cubin_base64=base64.b64encode(f.read()).decode())
-        specs.append((name, variant))
-    jit = dict(bundle)
-    jit.pop("cubin_base64", None)
-    specs.append(("jit", jit))
+    src = os.path.join(tmp, name + ".ptx")
+    cubin = os.path.join(tmp, name + ".cubin")
+    with open(src, "w") as f:
+        f.write(text)
+    subprocess.run([ptxas, "--gpu-name", chip, "-O3", *flags, src, "-o",
+                    cubin], check=True)
+    with open(cubin, "rb") as f:
+        return dict(bundle, ptx=text,
+                    cubin_base64=base64.b64encode(f.read()).decode())
+
+
+def written(specs, tmp):
+    """NAME=PATH specs of (name, bundle) pairs, each written under tmp."""
     out = []
     for name, variant in specs:
         target = os.path.join(tmp, name + ".bundle.json")
@@ -86,6 +79,24 @@ def variant_bundles(path, ptxas, tmp):
             json.dump(variant, f)
         out.append("%s=%s" % (name, target))
     return out
+
+
+def variant_bundles(path, ptxas, tmp):
+    """NAME=PATH specs of the --variants-ptxas bundles, written under tmp."""
+    with open(path) as f:
+        bundle = json.load(f)
+    ptx = bundle["ptx"]
+    reqntid = re.sub(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)",
+                     r".reqntid \1, \2, \3", ptx)
+    specs = [(name, assembled(bundle, name, text, ptxas, "sm_90a", flags,
+                              tmp))
+             for name, text, flags in [
+                 ("sm90a", ptx, []), ("reqntid", reqntid, []),
+                 ("regs24", ptx, ["--maxrregcount", "24"])]]
+    jit = dict(bundle)
+    jit.pop("cubin_base64", None)
+    specs.append(("jit", jit))
+    return written(specs, tmp)
 
 
 def ptx_entries(ptx):
@@ -146,7 +157,6 @@ def peer_body_entry(peer_ptx, append_entry, name):
 
 def module_bundles(path, kernel, peer_ptx, ptxas, tmp):
     """NAME=PATH specs of --module-ptxas's bundles, written under tmp."""
-    import base64
     with open(path) as f:
         bundle = json.load(f)
     header, entries = ptx_entries(bundle["ptx"])
@@ -162,22 +172,9 @@ def module_bundles(path, kernel, peer_ptx, ptxas, tmp):
         "peer_body_alone": header + swapped + "\n",
     }
     chip = bundle["target"]["chip"]
-    out = []
-    for name, text in modules.items():
-        src = os.path.join(tmp, name + ".ptx")
-        cubin = os.path.join(tmp, name + ".cubin")
-        with open(src, "w") as f:
-            f.write(text)
-        subprocess.run([ptxas, "--gpu-name", chip, "-O3", src, "-o", cubin],
-                       check=True)
-        with open(cubin, "rb") as f:
-            variant = dict(bundle, ptx=text,
-                           cubin_base64=base64.b64encode(f.read()).decode())
-        target = os.path.join(tmp, name + ".bundle.json")
-        with open(target, "w") as f:
-            json.dump(variant, f)
-        out.append("%s=%s" % (name, target))
-    return out
+    return written([(name, assembled(bundle, name, text, ptxas, chip, [],
+                                     tmp))
+                    for name, text in modules.items()], tmp)
 
 
 def main(argv=None):

@@ -16,6 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OpaqueCopy.h"
+
 #include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
 
@@ -28,15 +30,9 @@ namespace kvgen {
 
 using namespace mlir;
 
-/// The opaque 64-bit copy of kv-pin-before-slot, of a pointer.
+/// The opaque copy of kv-pin-before-slot, of a pointer.
 static Value pinPointer(OpBuilder &b, Location loc, Value pointer) {
-  auto pin = LLVM::InlineAsmOp::create(
-      b, loc, pointer.getType(), ValueRange{pointer}, "mov.b64 $0, $1;", "=l,l",
-      /*has_side_effects=*/true,
-      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-      /*asm_dialect=*/LLVM::AsmDialectAttr(),
-      /*operand_attrs=*/ArrayAttr());
-  return pin.getResult(0);
+  return kvgen::createOpaqueCopy(b, loc, pointer).getResult(0);
 }
 
 /// The accesses through a pinned offset, if every use is a GEP of a kernel

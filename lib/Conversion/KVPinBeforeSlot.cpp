@@ -12,6 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OpaqueCopy.h"
+
 #include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
 
@@ -58,13 +60,7 @@ struct KVPinBeforeSlotPass
       Value value = op->getResult(0);
       OpBuilder b(op->getContext());
       b.setInsertionPointAfter(op);
-      auto pin = LLVM::InlineAsmOp::create(
-          b, op->getLoc(), value.getType(), ValueRange{value},
-          width == 64 ? "mov.b64 $0, $1;" : "mov.b32 $0, $1;",
-          width == 64 ? "=l,l" : "=r,r", /*has_side_effects=*/true,
-          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-          /*asm_dialect=*/LLVM::AsmDialectAttr(),
-          /*operand_attrs=*/ArrayAttr());
+      auto pin = kvgen::createOpaqueCopy(b, op->getLoc(), value);
       value.replaceAllUsesExcept(pin.getResult(0), pin);
       // kv-to-loops marks only source offsets before the slot.
       if (mark == kvgen::kBeforeSlotAttrName)
