@@ -242,11 +242,16 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
 }
 
 Value KernelBuilder::loadSlot(Value t32) {
-  // Its own zero extension of the token index, kept wide
-  // (kv-pin-before-slot): the slot's address is then the index shifted and
-  // added, not a mul.wide.u32 of it.
+  // With one token per block, its own zero extension of the token index,
+  // kept wide (kv-pin-before-slot): the slot's address is then the index
+  // shifted and added, which ptxas computes once per block in the uniform
+  // datapath, not a mul.wide.u32 of it. With several tokens per block the
+  // index differs between threads and that gains nothing: the MLA latent
+  // append (eight tokens per block) measured 0.02 us slower per decode call
+  // with the mark (docs/PERFORMANCE.md, tuning step 25).
   Value t = ext(t32);
-  t.getDefiningOp()->setAttr(kKeepWideAttrName, b.getUnitAttr());
+  if (plan.tokensPerBlock == 1)
+    t.getDefiningOp()->setAttr(kKeepWideAttrName, b.getUnitAttr());
   return memref::LoadOp::create(b, arg(abi::Param::SlotMapping),
                                 ValueRange{toIndex(t)},
                                 /*nontemporal=*/false, llvm::MaybeAlign(8));

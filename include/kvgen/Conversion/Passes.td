@@ -106,8 +106,10 @@ def KVPinAddresses : Pass<"kv-pin-addresses"> {
     through the same opaque `mov.b64`. With one token a block the row is the
     same for all of a block's threads, and ptxas keeps it, the block index
     and the slot's address in the uniform datapath (with `kv.keep_wide` on
-    the slot's index, kv-pin-before-slot). With `split=false` the marks are
-    only removed. Either way no mark is left.
+    the slot's index, kv-pin-before-slot). A kernel whose `kv.launch` puts
+    several tokens in a block, and every kernel with `split=false`, keeps
+    its pinned offsets: the marks are only removed. Either way no mark is
+    left.
   }];
   let options = [
     Option<"split", "split", "bool", /*default=*/"true",

@@ -75,3 +75,40 @@ llvm.func @not_a_sum(%base: !llvm.ptr, %row: i64, %within: i64) -> bf16 {
   %v = llvm.load %p : !llvm.ptr -> bf16
   llvm.return %v : bf16
 }
+
+// A kernel that holds two tokens in a block (its kv.launch) keeps its pinned
+// offset: the row differs between threads; the mark goes.
+// CHECK-LABEL: llvm.func @two_tokens_a_block(
+// CHECK: %[[S:.*]] = llvm.add
+// CHECK-NEXT: %[[P:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[S]] : (i64) -> i64
+// CHECK-NEXT: llvm.getelementptr %{{.*}}[%[[P]]]
+// CHECK-NOT: llvm.addrspacecast
+// CHECK-NOT: kv.source_offset_pin
+// CHECK: llvm.return
+llvm.func @two_tokens_a_block(%base: !llvm.ptr {llvm.noalias}, %row: i64,
+                              %within: i64) -> bf16 attributes {
+    kv.launch = #kv.launch<threads_x = 64, tokens_per_block = 2,
+                           chunks_per_token = 128>} {
+  %sum = llvm.add %row, %within : i64
+  %pin = llvm.inline_asm has_side_effects {kv.source_offset_pin}
+      "mov.b64 $0, $1;", "=l,l" %sum : (i64) -> i64
+  %p = llvm.getelementptr %base[%pin] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
+  %v = llvm.load %p : !llvm.ptr -> bf16
+  llvm.return %v : bf16
+}
+
+// One token a block, as its kv.launch says: split as in @split.
+// CHECK-LABEL: llvm.func @one_token_a_block(
+// CHECK: llvm.addrspacecast %{{.*}} : !llvm.ptr to !llvm.ptr<1>
+// CHECK: llvm.load %{{.*}} invariant
+llvm.func @one_token_a_block(%base: !llvm.ptr {llvm.noalias}, %row: i64,
+                             %within: i64) -> bf16 attributes {
+    kv.launch = #kv.launch<threads_x = 128, tokens_per_block = 1,
+                           chunks_per_token = 128>} {
+  %sum = llvm.add %row, %within : i64
+  %pin = llvm.inline_asm has_side_effects {kv.source_offset_pin}
+      "mov.b64 $0, $1;", "=l,l" %sum : (i64) -> i64
+  %p = llvm.getelementptr %base[%pin] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
+  %v = llvm.load %p : !llvm.ptr -> bf16
+  llvm.return %v : bf16
+}

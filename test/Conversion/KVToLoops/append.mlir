@@ -85,6 +85,10 @@ kv.append @contiguous : !kv.cache<layout = contiguous, max_seq_len = 1000,
 // f32 in, bf16 cache: 16-byte loads of 4 floats, truncated, 8-byte stores.
 // CHECK-LABEL: func.func @hnd_cast(
 // CHECK-SAME: kv.launch = #kv.launch<threads_x = 16, tokens_per_block = 8, chunks_per_token = 16>
+// Eight tokens per block: the token index differs between threads, so the
+// slot's index is not marked to stay wide.
+// CHECK-NOT: kv.keep_wide
+// CHECK: memref.load %arg2
 // CHECK: %[[K:.*]] = vector.load {{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // CHECK: arith.truncf %[[K]] : vector<4xf32> to vector<4xbf16>
 // CHECK: vector.store {{.*}} {alignment = 8 : i64} : memref<?xbf16>, vector<4xbf16>
