@@ -152,6 +152,32 @@ static bool splitsDivision(const KernelPlan &base) {
          (base.sourceType.isBF16() || base.sourceType.isF16());
 }
 
+/// Chunks of K and of V one thread of an append's wide variant moves (the
+/// variant that has no split division): four where the cache is
+/// unquantized, both of its sides store whole chunks and a token's chunks
+/// divide by four, else two.
+///
+/// Four chunks put eight 16-byte loads in flight a thread where the vector
+/// kernel has two. Measured on the bench's bf16 8 x 128 append beside the
+/// vector kernel and the two-chunk kernel in one process (docs/PERFORMANCE.md,
+/// tuning step 26): from 2048 tokens to 32768 it led both by 0.5-7% in every
+/// process but one at 2048 (3.6% at 4096 with the caches flushed), and was
+/// level at 65536; at 1024 the vector kernel leads. Where a side takes
+/// element stores (a value cache whose innermost axis is the block position)
+/// it reached 11.4% and 12.7% of the copy ceiling at 4096 and 16384 tokens,
+/// where the two-chunk kernel's earlier runs reached 12% and 13%; and a
+/// quantized cache's four-chunk kernel gained nothing on its vector kernel
+/// (fp8 e4m3 per tensor: 0.945-0.959 of Triton from 16384 tokens on against
+/// 0.943-0.957). Both keep two chunks.
+static int64_t wideChunksPerThread(const KernelPlan &base) {
+  const abi::LayoutInfo &layout = base.cache.getLayoutInfo();
+  bool wholeChunks = layout.chunkContiguous(/*isValue=*/false) &&
+                     layout.chunkContiguous(/*isValue=*/true);
+  return !base.cache.getQuant() && wholeChunks && base.chunksPerToken % 4 == 0
+             ? 4
+             : 2;
+}
+
 /// The fewest tokens for which an append's wide variant is picked, or 0 for
 /// a plan that gets none. Below the threshold the vector variant is as fast
 /// or faster. Two kinds of append get one:
@@ -163,13 +189,15 @@ static bool splitsDivision(const KernelPlan &base) {
 ///   128 chunks, it leads by 24% at one token and 5-12% at 4096, is level at
 ///   16384 and 1% behind at 65536);
 /// - otherwise a K/V append (plain or fused) whose iteration is one chunk of
-///   a token of an even number of chunks: the wide kernel moves two chunks a
-///   thread. Measured on the bench's 8 x 128 append beside the vector kernel
-///   (tuning step 19): bf16 gains 3-4% at 4096 tokens and is level from
-///   16384 on, but loses 1-5% in decode; a quantized one, whose vector kernel
-///   keeps full occupancy at the 32-register bound, gains only from 16384
-///   tokens on (1.5-2%) and loses 1-3% at 2048-4096.
+///   a token of an even number of chunks: the wide kernel moves two or four
+///   chunks a thread (wideChunksPerThread). Four chunks lead the vector
+///   kernel from 2048 tokens on (tuning step 26). Two, measured on the
+///   bench's 8 x 128 append (tuning step 19): bf16 gains 3-4% at 4096 tokens
+///   and is level from 16384 on, but loses 1-5% in decode; a quantized one,
+///   whose vector kernel keeps full occupancy at the 32-register bound,
+///   gains only from 16384 tokens on (1.5-2%) and loses 1-3% at 2048-4096.
 static int64_t wideMinTokens(const KernelPlan &base) {
+  constexpr int64_t kMinTokensFourChunks = 2048;
   constexpr int64_t kMinTokens = 4096;
   constexpr int64_t kMinTokensQuantized = 16384;
   constexpr int64_t kMinTokensDivision = 2048;
@@ -188,7 +216,9 @@ static int64_t wideMinTokens(const KernelPlan &base) {
                    kv::ScaleGranularity::PerToken
                ? kMinTokensDivisionPerToken
                : kMinTokensDivision;
-  return base.cache.getQuant() ? kMinTokensQuantized : kMinTokens;
+  if (base.cache.getQuant())
+    return kMinTokensQuantized;
+  return wideChunksPerThread(base) == 4 ? kMinTokensFourChunks : kMinTokens;
 }
 
 /// The fewest tokens from which kvrt goes back from the wide variant (whose
@@ -199,16 +229,18 @@ static int64_t wideMinTokens(const KernelPlan &base) {
 /// trails it from 16384 on, by up to 2% (0.5% typical) with random blocks
 /// and by 2.0-2.4% with consecutive ones, where both run near the copy
 /// ceiling: halving the blocks of a grid that fills the SMs many times over
-/// buys nothing there.
-/// A quantized cache's two-chunk kernel, and the IEEE kernel of a split
-/// division, stay ahead from their thresholds on (tuning steps 19 and 20).
+/// buys nothing there. The four-chunk kernel stays ahead or level up to
+/// 65536 tokens (tuning step 26), and a quantized cache's two-chunk kernel
+/// and the IEEE kernel of a split division stay ahead from their thresholds
+/// on (tuning steps 19 and 20).
 static int64_t wideMaxTokens(const KernelPlan &base, int64_t minTokens,
                              bool division) {
   constexpr int64_t kMaxTokens = 16384;
   int64_t maxTokens = 0;
   if (clWideMaxTokens >= 0)
     maxTokens = clWideMaxTokens;
-  else if (!division && !base.cache.getQuant())
+  else if (!division && !base.cache.getQuant() &&
+           wideChunksPerThread(base) == 2)
     maxTokens = kMaxTokens;
   return maxTokens > minTokens ? maxTokens : 0;
 }
@@ -336,20 +368,20 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   scalar.minBlocksPerSM = chooseMinBlocksPerSM(scalar);
   plans.push_back(scalar);
 
-  // The wide variant, for many tokens. Unless the division splits: two
-  // chunks a thread, so that a thread has two chunks of K and two of V in
-  // flight. Where a launch fills the SMs several times over, that raises the
-  // bytes in flight per SM past what one chunk a thread reaches at full
-  // occupancy; for a few tokens it halves the threads and lengthens each. A
-  // dynamic scale's iteration is already its group, and a latent append
-  // already moves two chunks a thread.
+  // The wide variant, for many tokens. Unless the division splits: two or
+  // four chunks a thread (wideChunksPerThread), so that a thread has that
+  // many chunks of K and of V in flight. Where a launch fills the SMs, that
+  // raises the bytes in flight per SM past what one chunk a thread reaches
+  // at full occupancy; for a few tokens it cuts the threads and lengthens
+  // each. A dynamic scale's iteration is already its group, and a latent
+  // append already moves two chunks a thread.
   if (minTokens > 0) {
     wide.name += abi::variantSuffix(KernelVariant::Wide);
     wide.variant = KernelVariant::Wide;
     wide.minTokens = minTokens;
     wide.maxTokens = wideMaxTokens(base, minTokens, division);
     if (!division) {
-      wide.chunksPerThread = 2;
+      wide.chunksPerThread = wideChunksPerThread(base);
       chooseLaunch(wide);
       wide.minBlocksPerSM = chooseMinBlocksPerSM(wide);
     }

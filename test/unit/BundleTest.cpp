@@ -125,22 +125,24 @@ TEST_F(BundleTest, ManifestRecordsTheWideVariant) {
   const llvm::json::Object *wide = kernels[2].getAsObject();
   EXPECT_EQ(*wide->getString("name"), "a_wide");
   EXPECT_EQ(*wide->getString("variant"), "wide");
-  EXPECT_EQ(*wide->getInteger("min_tokens"), 4096);
-  // An unquantized two-chunk kernel trails the vector kernel again from
-  // 16384 tokens on (KernelPlan.cpp, wideMaxTokens).
-  EXPECT_EQ(*wide->getInteger("max_tokens"), 16384);
+  // An unquantized cache whose token's chunks divide by four: the
+  // four-chunk kernel, from 2048 tokens on with no upper bound
+  // (KernelPlan.cpp, wideChunksPerThread and wideMaxTokens).
+  EXPECT_EQ(*wide->getInteger("min_tokens"), 2048);
+  EXPECT_FALSE(wide->getInteger("max_tokens"));
   EXPECT_FALSE(vector->getInteger("min_tokens"));
   EXPECT_FALSE(vector->getInteger("max_tokens"));
-  // The vector kernel's promise and parameters; two chunks a thread, so
-  // half the threads a token and two tokens a block of 128 threads.
+  // The vector kernel's promise and parameters; four chunks a thread, so
+  // a quarter of the threads a token and four tokens a block of 128
+  // threads.
   for (llvm::StringRef key : {"alignment", "vector_elems", "vector_bytes"})
     EXPECT_EQ(wide->getInteger(key), vector->getInteger(key)) << key.str();
   EXPECT_EQ(*wide->getArray("params"), *vector->getArray("params"));
   const llvm::json::Object *launch = wide->getObject("launch");
   // 4 heads x 64 f16 = 32 chunks of 8.
   EXPECT_EQ(*launch->getInteger("chunks_per_token"), 32);
-  EXPECT_EQ(*launch->getInteger("threads_x"), 16);
-  EXPECT_EQ(*launch->getInteger("tokens_per_block"), 8);
+  EXPECT_EQ(*launch->getInteger("threads_x"), 8);
+  EXPECT_EQ(*launch->getInteger("tokens_per_block"), 16);
   EXPECT_EQ(*vector->getObject("launch")->getInteger("threads_x"), 32);
 }
 

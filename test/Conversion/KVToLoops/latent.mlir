@@ -62,13 +62,13 @@ kv.mla_append @mla_small : !kv.cache<layout = paged_nhd, block_size = 16,
 // CHECK-NOT: vector.store
 // CHECK-LABEL: func.func @konly_scalar(
 // CHECK-NOT: vector.
-// Its wide variant: two chunks of K a thread, both loaded before either is
-// stored.
+// Its wide variant: four chunks of K a thread (an unquantized cache's token
+// of 128 chunks), all loaded before any is stored.
 // CHECK-LABEL: func.func @konly_wide(
-// CHECK-SAME: #kv.launch<threads_x = 64, tokens_per_block = 2,
-// CHECK-COUNT-2: vector.load
+// CHECK-SAME: #kv.launch<threads_x = 32, tokens_per_block = 4,
+// CHECK-COUNT-4: vector.load
 // CHECK-NOT: vector.load
-// CHECK-COUNT-2: vector.store
+// CHECK-COUNT-4: vector.store
 // CHECK-NOT: vector.
 kv.append @konly : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = bf16, k_only = true> from bf16
