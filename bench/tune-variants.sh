@@ -7,8 +7,9 @@
 # bf16, fp8 e4m3 per tensor (static) and int8 per (token, head) (dynamic),
 # each built with the plan's own choices (t_*) and with the tuning overrides
 # of kvgen (--kvgen-noalias, --kvgen-min-blocks-per-sm,
-# --kvgen-fast-division; --kvgen-chunks-per-thread and
-# --kvgen-elide-token-check are the others). With BASE_KVGEN set to another kvgen, the same
+# --kvgen-fast-division, --kvgen-chunks-per-thread,
+# --kvgen-tokens-per-block, --kvgen-wide-min-tokens; --kvgen-elide-token-check
+# is another). With BASE_KVGEN set to another kvgen, the same
 # descriptions are also built by it (base_*): the kernels before a change,
 # timed in the same run. Kernel names are <variant>_append; DEST gets
 # tune-<variant>.bundle.json and variants.txt (variant, kernel, flags).
@@ -49,7 +50,21 @@ fi
 for cache in bf16 fp8 i8; do
   variant "t_$cache" "$cache" "$kvgen"
 done
-variant t_bf16_c2 bf16 "$kvgen" --kvgen-chunks-per-thread=2
-variant t_fp8_c2 fp8 "$kvgen" --kvgen-chunks-per-thread=2
-variant t_fp8_m0 fp8 "$kvgen" --kvgen-min-blocks-per-sm=0
+# This round's alternatives (docs/PERFORMANCE.md, tuning step 26): the
+# wide kernel's shape, each built as the only kernel of its bundle (no wide
+# variant, so kvrt launches it at every size): one chunk a thread (the
+# vector kernel), two chunks and 2 tokens a block (the wide kernel before
+# step 26), four chunks and 2, 4 (the wide kernel since) or 8 tokens a
+# block; fp8 e4m3 per tensor with one, two and four chunks.
+alone=(--kvgen-wide-min-tokens=0)
+variant c1_bf16 bf16 "$kvgen" "${alone[@]}"
+variant c2t2_bf16 bf16 "$kvgen" "${alone[@]}" --kvgen-chunks-per-thread=2 \
+  --kvgen-tokens-per-block=2
+for t in 2 4 8; do
+  variant "c4t${t}_bf16" bf16 "$kvgen" "${alone[@]}" \
+    --kvgen-chunks-per-thread=4 --kvgen-tokens-per-block=$t
+done
+for c in 1 2 4; do
+  variant "c${c}_fp8" fp8 "$kvgen" "${alone[@]}" --kvgen-chunks-per-thread=$c
+done
 cat "$dst/variants.txt"
