@@ -160,9 +160,9 @@ static bool splitsDivision(const KernelPlan &base) {
 /// Four chunks put eight 16-byte loads in flight a thread where the vector
 /// kernel has two. Measured on the bench's bf16 8 x 128 append beside the
 /// vector kernel and the two-chunk kernel in one process (docs/PERFORMANCE.md,
-/// tuning step 26): from 2048 tokens to 32768 it led both by 0.5-7% in every
-/// process but one at 2048 (3.6% at 4096 with the caches flushed), and was
-/// level at 65536; at 1024 the vector kernel leads. Where a side takes
+/// tuning step 26): from 2048 tokens to 32768 it led both by 0.5-7% in all
+/// but two comparisons, both at 2048 (3.6% at 4096 with the caches flushed),
+/// and was level at 65536; at 1024 the vector kernel leads. Where a side takes
 /// element stores (a value cache whose innermost axis is the block position)
 /// it reached 11.4% and 12.7% of the copy ceiling at 4096 and 16384 tokens,
 /// where the two-chunk kernel's earlier runs reached 12% and 13%; and a
