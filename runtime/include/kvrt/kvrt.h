@@ -113,11 +113,11 @@ kvrt_status kvrt_bundle_set_programmatic_launch(kvrt_bundle *bundle,
 
 /* Which variant a launch may use. AUTO picks a vector kernel when every
  * tensor meets its alignment promise, else the scalar one; of the vector
- * kernels, the wide one (planned for many tokens: two chunks a thread, or for
- * a dynamic scale IEEE division, docs/KERNEL-ABI.md) from its manifest's
- * "min_tokens" on and below its "max_tokens" where it has one, else the
- * vector one. The choice depends on the token
- * count, never on the slots' values, so a captured graph stays valid. */
+ * kernels, the wide one (planned for many tokens: two or four chunks a
+ * thread, or for a dynamic scale IEEE division, docs/KERNEL-ABI.md) from its
+ * manifest's "min_tokens" on and below its "max_tokens" where it has one,
+ * else the vector one. The choice depends on the token count, never on the
+ * slots' values, so a captured graph stays valid. */
 typedef enum kvrt_variant {
   KVRT_VARIANT_AUTO = 0,
   KVRT_VARIANT_VECTOR = 1, /* refused if a tensor breaks the promise */
