@@ -119,8 +119,7 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
     return clMinBlocksPerSM;
   kv::QuantAttr quant = plan.cache.getQuant();
   if (plan.kind != KernelKind::Append || !plan.vectorAccess() || !quant ||
-      !plan.cache.getLayoutInfo().chunkContiguous(/*isValue=*/false) ||
-      !plan.cache.getLayoutInfo().chunkContiguous(/*isValue=*/true) ||
+      !plan.cache.getLayoutInfo().chunkContiguous() ||
       plan.tokensPerBlock != 1 || plan.chunksPerThread != 1 ||
       plan.getIterationsPerToken() * plan.lanesPerGroup != plan.threadsX)
     return 0;
@@ -170,10 +169,9 @@ static bool splitsDivision(const KernelPlan &base) {
 /// (fp8 e4m3 per tensor: 0.945-0.959 of Triton from 16384 tokens on against
 /// 0.943-0.957). Both keep two chunks.
 static int64_t wideChunksPerThread(const KernelPlan &base) {
-  const abi::LayoutInfo &layout = base.cache.getLayoutInfo();
-  bool wholeChunks = layout.chunkContiguous(/*isValue=*/false) &&
-                     layout.chunkContiguous(/*isValue=*/true);
-  return !base.cache.getQuant() && wholeChunks && base.chunksPerToken % 4 == 0
+  return !base.cache.getQuant() &&
+                 base.cache.getLayoutInfo().chunkContiguous() &&
+                 base.chunksPerToken % 4 == 0
              ? 4
              : 2;
 }

@@ -91,6 +91,10 @@ struct LayoutInfo {
     const CacheAxes &a = axes(isValue);
     return a[a.rank - 1] == Axis::Dim || a[a.rank - 1] == Axis::X;
   }
+  /// Whether both sides move chunks whole (no side takes element stores).
+  constexpr bool chunkContiguous() const {
+    return chunkContiguous(false) && chunkContiguous(true);
+  }
   /// Whether each slot's [num_kv_heads, head_dim] is one contiguous row of
   /// a paged tensor of its own (the axes end in Pos, Head, Dim): the form
   /// an MLA latent cache [num_blocks, block_size, entry] takes.
