@@ -52,14 +52,19 @@ Value KernelBuilder::scaleCacheIndex(Value block, Value pos, Value head) {
 
 void KernelBuilder::emitIfValidSlot(Value slot, Value &block, Value &pos) {
   int64_t tokensPerBlock = cache.getTokensPerBlock();
-  block = divConst(slot, tokensPerBlock);
-  pos = remConst(slot, tokensPerBlock);
-  // slot < 0 is padding; a block past the cache's end is skipped too.
-  Value valid = arith::AndIOp::create(
-      b, cmp(arith::CmpIPredicate::sge, slot, i64(0)),
-      cmp(arith::CmpIPredicate::ult, block, arg64(abi::Param::NumBlocks)));
+  // slot < 0 is padding; a block past the cache's end is skipped too. Both
+  // are one unsigned compare against the cache's slot count (num_blocks <
+  // 2^31 times a block size of at most kMaxBlockSize = 2^20: exact in 64
+  // bits; a negative slot is above it as unsigned), computed before the slot
+  // arrives. The slot's only use ahead of the K/V loads is then that
+  // compare, not the block division (a multiply-high for a block size that
+  // is not a power of two), which moves past the check.
+  Value capacity = mul(arg64(abi::Param::NumBlocks), i64(tokensPerBlock));
+  Value valid = cmp(arith::CmpIPredicate::ult, slot, capacity);
   auto ifOp = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
   b.setInsertionPointToStart(ifOp.thenBlock());
+  block = divConst(slot, tokensPerBlock);
+  pos = remConst(slot, tokensPerBlock);
   // Past the check the block is below num_blocks < 2^31: its products are
   // mul.wide.u32 if it stays narrow (kv-pin-before-slot keeps it so).
   Value block32 = lo(block);

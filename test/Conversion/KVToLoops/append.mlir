@@ -33,15 +33,19 @@
 // CHECK: %[[TWIDE:.*]] = arith.extui %{{.*}} {kv.keep_wide} : i32 to i64
 // CHECK-NEXT: %[[TIDX:.*]] = arith.index_cast %[[TWIDE]] : i64 to index
 // CHECK-NEXT: %[[SLOT:.*]] = memref.load %[[SLOTS]][%[[TIDX]]] {alignment = 8 : i64}
-// Block size 16: divide and modulo are a shift and a mask.
-// CHECK-DAG: %[[BLOCK:.*]] = arith.shrui %[[SLOT]], %c4_i64
-// CHECK-DAG: arith.andi %[[SLOT]], %c15_i64
-// CHECK-DAG: %[[NBLOCKS64:.*]] = arith.extui %[[NBLOCKS]] : i32 to i64
-// CHECK-DAG: arith.cmpi ult, %[[BLOCK]], %[[NBLOCKS64]]
-// CHECK-DAG: arith.cmpi sge, %[[SLOT]], %c0_i64
-// CHECK: scf.if
-// Past the check the block index is below num_blocks < 2^31: narrowed, and
-// marked so that kv-pin-before-slot keeps it narrow.
+// The check is one unsigned compare of the slot against the cache's slot
+// count (num_blocks * block size): a negative slot is above it as unsigned.
+// CHECK: %[[NBLOCKS64:.*]] = arith.extui %[[NBLOCKS]] : i32 to i64
+// CHECK-NEXT: %[[CAPACITY:.*]] = arith.muli %[[NBLOCKS64]], %c16_i64 : i64
+// CHECK-NEXT: %[[VALID:.*]] = arith.cmpi ult, %[[SLOT]], %[[CAPACITY]] : i64
+// CHECK-NEXT: scf.if %[[VALID]]
+// Block size 16: past the check, divide and modulo are a shift and a mask.
+// CHECK-NOT: vector.load
+// CHECK: %[[BLOCK:.*]] = arith.shrui %[[SLOT]], %c4_i64
+// CHECK-NOT: vector.load
+// CHECK: arith.andi %[[SLOT]], %c15_i64
+// The block index is below num_blocks < 2^31: narrowed, and marked so that
+// kv-pin-before-slot keeps it narrow.
 // CHECK-NEXT: %[[BLOCK32:.*]] = arith.trunci %[[BLOCK]] {kv.keep_narrow} : i64 to i32
 // CHECK-NEXT: %[[BLOCK64:.*]] = arith.extui %[[BLOCK32]] : i32 to i64
 // CHECK: %[[KIDX:.*]] = arith.index_cast %[[KOFF]] : i64 to index
@@ -70,12 +74,15 @@ kv.append @nhd : !kv.cache<layout = paged_nhd, block_size = 16,
 
 // -----
 
-// A max_seq_len that is not a power of two divides by a constant.
+// A max_seq_len that is not a power of two divides by a constant, past the
+// check: the slot's compare against num_blocks * 1000 needs no division.
 // CHECK-LABEL: func.func @contiguous(
 // CHECK: %[[SLOT:.*]] = memref.load
+// CHECK-NOT: arith.divui
+// CHECK: arith.cmpi ult, %[[SLOT]],
+// CHECK-NEXT: scf.if
 // CHECK-DAG: arith.divui %[[SLOT]], %c1000_i64
 // CHECK-DAG: arith.remui %[[SLOT]], %c1000_i64
-// CHECK: scf.if
 // CHECK: vector.load {{.*}} : memref<?xf16>, vector<8xf16>
 kv.append @contiguous : !kv.cache<layout = contiguous, max_seq_len = 1000,
     num_kv_heads = 4, head_dim = 64, dtype = f16> from f16

@@ -71,9 +71,9 @@ kv.append @fp8_from_f32 : !kv.cache<layout = paged_nhd, block_size = 16,
 // narrowed past the slot check (kv.keep_narrow), used zero-extended too.
 // CHECK: %[[HEAD:.*]] = arith.shrui %{{.*}}, %c4_i32 : i32
 // CHECK-NEXT: %[[HEAD64:.*]] = arith.extui %[[HEAD]] : i32 to i64
-// CHECK: %[[BLK:.*]] = arith.shrui %{{.*}}, %c5_i64
 // CHECK: scf.if
-// CHECK-NEXT: %[[BLK32:.*]] = arith.trunci %[[BLK]] {kv.keep_narrow} : i64 to i32
+// CHECK-NEXT: %[[BLK:.*]] = arith.shrui %{{.*}}, %c5_i64
+// CHECK: %[[BLK32:.*]] = arith.trunci %[[BLK]] {kv.keep_narrow} : i64 to i32
 // CHECK-NEXT: %[[BLK64:.*]] = arith.extui %[[BLK32]] : i32 to i64
 // CHECK: %[[ROW:.*]] = arith.muli %[[BLK64]], %c4_i64
 // CHECK: %[[IDX:.*]] = arith.addi %[[ROW]], %[[HEAD64]]
