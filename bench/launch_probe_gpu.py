@@ -29,6 +29,16 @@ launcher interleaved, us per call, medians of 15:
   module: kvrt's launch and parameter block, Triton's instruction stream)
   and peer_body_alone (the same, alone in its module).
 
+With --cold N, each size is also timed cold: N repetitions of an L2 flush
+and one call of each launcher (the turns rotated every repetition, as
+side_by_side.py's), events around every call. Under `ncu
+--cache-control all` the rows of one kernel name are told apart by launch
+order: --json records every launcher's launches in the order made (the
+checks, the cold warm-ups, the repetitions), and --attribute-ncu CSV (no
+GPU needed) reads that record beside `ncu --csv --page raw` output of the
+same run and prints each launcher's cold device time. --modes picks graph,
+cold or both (graph replays under ncu would be profiled node by node).
+
 Every launcher writes set 0 into poisoned rows first, which must equal the
 source rows (exit 1 otherwise). Needs torch and Triton on a CUDA machine.
 """
@@ -177,6 +187,72 @@ def module_bundles(path, kernel, peer_ptx, ptxas, tmp):
                     for name, text in modules.items()], tmp)
 
 
+def cold_launch_order(names, reps):
+    """The launchers' names in the order the cold mode launches them: one
+    warm-up call each, then per repetition in sbs.turn_order's order."""
+    order = list(names)
+    for r in range(reps):
+        order += [names[i] for i in sbs.turn_order(r, len(names))]
+    return order
+
+
+def ncu_rows(path):
+    """(kernel name, grid size, ns) per profiled launch of an `ncu --csv
+    --page raw --metrics gpu__time_duration.sum,launch__grid_size` file, in
+    launch order. Numbers may carry thousands separators."""
+    import csv
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+    cols = rows[head]
+    name = cols.index("Kernel Name")
+    time = cols.index("gpu__time_duration.sum")
+    grid = cols.index("launch__grid_size")
+    out = []
+    for r in rows[head + 1:]:
+        try:
+            out.append((r[name], int(float(r[grid].replace(",", ""))),
+                        float(r[time].replace(",", ""))))
+        except (ValueError, IndexError):
+            continue  # the units row
+    return out
+
+
+def attribute_ncu(rows, record):
+    """{tokens: {launcher: [ns of its cold repetitions]}}: the ncu rows of
+    a --modes cold run, matched launch by launch with the record's
+    `launches` (whose first `skip` are the checks and warm-ups). The rows
+    must be the appends' launches only (`ncu -k regex:...`)."""
+    out = {}
+    i = record.get("launches_before", 0)
+    for size in record["rows"]:
+        if "us" in size:
+            raise ValueError("attribute_ncu: the record has graph samples; "
+                             "under ncu, run --modes cold alone")
+        seq = size["launches"]
+        mine = rows[i:i + len(seq)]
+        i += len(seq)
+        if len(mine) < len(seq):
+            raise ValueError("attribute_ncu: the ncu rows end before the "
+                             "record's launches at %d tokens" % size["tokens"])
+        times = {}
+        for name, (_, _, ns) in list(zip(seq, mine))[size["skip"]:]:
+            times.setdefault(name, []).append(ns)
+        out[size["tokens"]] = times
+    if i != len(rows):
+        raise ValueError("attribute_ncu: %d ncu rows past the record's "
+                         "launches" % (len(rows) - i))
+    return out
+
+
+def print_attributed(times):
+    for n, per in times.items():
+        print("cold (ncu) %4d: %s" % (n, "  ".join(
+            "%s med %.0f mean %.1f n %d" % (k, sbs.median(v),
+                                           sum(v) / len(v), len(v))
+            for k, v in per.items())))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", required=True)
@@ -191,7 +267,23 @@ def main(argv=None):
                         default=[1, 32, 128, 512])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json")
+    parser.add_argument("--modes", default="graph",
+                        help="graph, cold or both (graph,cold)")
+    parser.add_argument("--cold", type=int, default=100,
+                        help="cold repetitions a size (with --modes cold)")
+    parser.add_argument("--attribute-ncu",
+                        help="no GPU: an ncu CSV of a run whose --json is "
+                        "given; prints each launcher's cold device time")
     args = parser.parse_args(argv)
+    if args.attribute_ncu:
+        with open(args.json) as f:
+            record = json.load(f)
+        print_attributed(attribute_ncu(ncu_rows(args.attribute_ncu),
+                                       record))
+        return 0
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or any(m not in ("graph", "cold") for m in modes):
+        parser.error("--modes takes graph, cold or graph,cold")
     import torch
     import side_by_side_gpu as gpu
 
@@ -221,10 +313,12 @@ def main(argv=None):
     peer = gpu.load_peer(args.peer)
     torch.cuda.init()
     stream = torch.cuda.Stream()
-    reps = sbs.repetitions(False)
+    reps = dict(sbs.repetitions(False), cold=args.cold)
     h, d = desc["num_kv_heads"], desc["head_dim"]
     report = {"tool": "launch_probe_gpu",
-              "device": torch.cuda.get_device_name(), "rows": []}
+              "device": torch.cuda.get_device_name(), "rows": [],
+              # --module-ptxas compiles the peer by one call first.
+              "launches_before": 1 if args.module_ptxas else 0}
     failed = False
     with torch.cuda.stream(stream):
         timer = gpu.Timer(stream, reps)
@@ -328,13 +422,33 @@ def main(argv=None):
                 if not ok:
                     print("  check %s at %d tokens: rows DIFFER" % (name, n))
                     failed = True
-            samples = timer.graph_interleaved([l for _, l in launchers],
-                                              case["sets"])
-            medians = {name: sbs.median(s)
-                       for (name, _), s in zip(launchers, samples)}
-            report["rows"].append({"tokens": n, "us": medians})
-            print("decode %4d: %s" % (n, "  ".join(
-                "%s %.3f" % (k, v) for k, v in medians.items())), flush=True)
+            row = {"tokens": n}
+            if "graph" in modes:
+                samples = timer.graph_interleaved([l for _, l in launchers],
+                                                  case["sets"])
+                row["us"] = {name: sbs.median(s)
+                             for (name, _), s in zip(launchers, samples)}
+                print("decode %4d: %s" % (n, "  ".join(
+                    "%s %.3f" % (k, v) for k, v in row["us"].items())),
+                    flush=True)
+            if "cold" in modes:
+                names = [name for name, _ in launchers]
+                samples = timer.cold_interleaved(
+                    [l for _, l in launchers], case["sets"])
+                row["cold_us"] = {name: sbs.median(s)
+                                  for name, s in zip(names, samples)}
+                row["cold_mean_us"] = {name: sum(s) / len(s)
+                                       for name, s in zip(names, samples)}
+                # Every append launched at this size, in order: the peer's
+                # call that compiled it (above), the checks, then the cold
+                # mode's warm-ups and repetitions.
+                row["launches"] = (["peer"] + names +
+                                   cold_launch_order(names, args.cold))
+                row["skip"] = 1 + 2 * len(names)
+                print("cold %4d: %s" % (n, "  ".join(
+                    "%s %.3f" % (k, v) for k, v in row["cold_us"].items())),
+                    flush=True)
+            report["rows"].append(row)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -316,6 +316,17 @@ def make_cases(desc, decode, prefill, seed, prefill_blocks="random"):
 # The report
 # ----------------------------------------------------------------------------
 
+def turn_order(repetition, count):
+    """The order `count` interleaved launchers take their turns in at a
+    repetition: rotated by one each repetition, so that each takes every
+    place equally often (for two, the order reversed every other
+    repetition). A cold call's time depends on its place in the repetition
+    by up to 5% under `ncu` (docs/PERFORMANCE.md, tuning step 27)."""
+    shift = repetition % count if count else 0
+    order = list(range(count))
+    return order[shift:] + order[:shift]
+
+
 def median(samples):
     s = sorted(samples)
     if not s:

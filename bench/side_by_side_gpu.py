@@ -114,12 +114,11 @@ class Timer:
 
     @staticmethod
     def _turns(count, launches):
-        """Per sample, the order the launchers take their turns in: the
-        given order, reversed every other sample, so that neither always
-        goes first."""
-        order = list(range(len(launches)))
+        """Per sample, the order the launchers take their turns in
+        (sbs.turn_order: rotated every sample, so that none always goes
+        first)."""
         for r in range(count):
-            yield r, (order if r % 2 == 0 else order[::-1])
+            yield r, sbs.turn_order(r, len(launches))
 
     def cold(self, launch, sets):
         return self._cold((launch,), sets)[0]
@@ -132,9 +131,14 @@ class Timer:
         (docs/PERFORMANCE.md, tuning step 12)."""
         return self._cold((first, second), sets)
 
+    def cold_interleaved(self, launches, sets):
+        """cold() of any number of launchers, their repetitions interleaved
+        as cold_pair's are."""
+        return self._cold(tuple(launches), sets)
+
     def _cold(self, launches, sets):
-        """Per repetition, for each launcher (in turn order, reversed every
-        other repetition): the L2 flush, then events around one call. Every
+        """Per repetition, for each launcher (in turn order, rotated every
+        repetition): the L2 flush, then events around one call. Every
         launch is enqueued before the first synchronize, so no host gap is
         timed. A list of us samples per launcher."""
         n = self.reps["cold"]
@@ -166,7 +170,7 @@ class Timer:
 
     def graph_interleaved(self, launches, sets):
         """graph() of any number of launchers, their samples interleaved as
-        graph_pair's are (the turn order reversed every other sample)."""
+        graph_pair's are (the turn order rotated every sample)."""
         return self._graph(tuple(launches), sets)
 
     def _capture(self, launch, sets, count):
@@ -187,7 +191,7 @@ class Timer:
     def _graph(self, launches, sets):
         """Every launcher's graphs are captured, uploaded and warmed before
         the first sample; then per sample, for each launcher (in turn
-        order, reversed every other sample), events around the replay of
+        order, rotated every sample), events around the replay of
         all its graphs. Each block starts on an idle device (its stop
         event is waited for before the next start), as it did before the
         pairs, so the launcher that goes second does not find the first's
@@ -230,7 +234,7 @@ class Timer:
 
     def _eager(self, launches, sets):
         """Every launcher warmed up first; then per sample, for each
-        launcher (in turn order, reversed every other sample), the host
+        launcher (in turn order, rotated every sample), the host
         clock around a Python loop of calls and the synchronize after it. A
         list of us-per-call samples per launcher."""
         calls = max(min(sets, self.reps["eager_calls"]), 50)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The PTX surgery of bench/launch_probe_gpu.py, on the CPU: splitting a
 module into its entries, and putting Triton's instruction stream under the
-generated append's name and parameter list (the probe's peer_body bundles).
+generated append's name and parameter list (the probe's peer_body bundles);
+and the cold mode's launch order, by which ncu rows are attributed.
 Exits 77 (skipped) where the interpreter cannot import the script."""
 
 import os
@@ -70,6 +71,57 @@ class PeerBody(unittest.TestCase):
         scale = PEER.replace("[tri_param_12]", "[tri_param_5]")
         with self.assertRaisesRegex(ValueError, "parameter 5"):
             probe.peer_body_entry(scale, APPEND, "app")
+
+
+NCU_HEAD = ('"ID","Kernel Name","launch__grid_size","gpu__time_duration.sum"\n'
+            '"","","","nsecond"\n')
+
+
+def ncu_csv(tmp, rows):
+    path = os.path.join(tmp, "ncu.csv")
+    with open(path, "w") as f:
+        f.write("==PROF== Connected to process\n" + NCU_HEAD)
+        for i, (kernel, grid, ns) in enumerate(rows):
+            f.write('"%d","%s","%s","%s"\n' % (i, kernel, grid, ns))
+    return path
+
+
+class ColdAttribution(unittest.TestCase):
+    def test_launch_order_rotates_every_repetition(self):
+        # The warm-ups, then each launcher in every place once.
+        self.assertEqual(probe.cold_launch_order(["a", "b", "c"], 3),
+                         ["a", "b", "c", "a", "b", "c", "b", "c", "a",
+                          "c", "a", "b"])
+
+    def test_rows_go_to_the_launcher_that_made_them(self):
+        import tempfile
+        names = ["kvgen", "peer"]
+        seq = ["peer"] + names + probe.cold_launch_order(names, 4)
+        record = {"rows": [{"tokens": 32, "launches": seq,
+                            "skip": 1 + 2 * len(names)}]}
+        # Warm-ups and checks at 9000 ns; then kvgen 3,200 and the peer
+        # 3,100, in the order launched (thousands separators included).
+        times = {"kvgen": '"3,200"', "peer": '"3,100"'}
+        rows = [("k", 32, 9000)] * 5 + [
+            ("k", 32, times[n]) for n in seq[5:]]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = ncu_csv(tmp, [(k, g, str(ns).strip('"'))
+                                 for k, g, ns in rows])
+            got = probe.attribute_ncu(probe.ncu_rows(path), record)
+        self.assertEqual(got, {32: {"kvgen": [3200.0] * 4,
+                                    "peer": [3100.0] * 4}})
+
+    def test_refuses_rows_that_do_not_match_the_record(self):
+        record = {"rows": [{"tokens": 1, "launches": ["a", "a", "a"],
+                            "skip": 1}]}
+        rows = [("k", 1, 1.0)] * 2
+        with self.assertRaisesRegex(ValueError, "end before"):
+            probe.attribute_ncu(rows, record)
+        with self.assertRaisesRegex(ValueError, "past the record"):
+            probe.attribute_ncu(rows * 2, record)
+        record["rows"][0]["us"] = {"a": 1.0}
+        with self.assertRaisesRegex(ValueError, "graph samples"):
+            probe.attribute_ncu(rows * 2, record)
 
 
 if __name__ == "__main__":
