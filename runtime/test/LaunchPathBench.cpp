@@ -9,8 +9,10 @@
 //                 before each call: every launch validates and resolves,
 //                 as kvrt did before it had the caches
 //   kvrt, warm    kvrt_append with the same tensors every call
+//   kvrt, 8 sets  kvrt_append over eight input sets in turn
 // "kvrt overhead" is a kvrt loop minus the fake launch. Exits 1 if a launch
-// fails. Usage: kvrt_launch_path_bench [calls per round]
+// fails. Usage: kvrt_launch_path_bench [calls per round [cold|warm|sets]];
+// naming a loop runs only that one (for a profiler: `perf record`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 using namespace kvrt::test;
@@ -48,6 +51,15 @@ template <typename Fn> double nsPerCall(int calls, Fn fn) {
 
 int main(int argc, char **argv) {
   int calls = argc > 1 ? std::atoi(argv[1]) : 100000;
+  const std::string only = argc > 2 ? argv[2] : "";
+  if (!only.empty() && only != "cold" && only != "warm" && only != "sets") {
+    std::fprintf(stderr,
+                 "kvrt_launch_path_bench: no loop named '%s' "
+                 "(cold, warm or sets)\n",
+                 only.c_str());
+    return 2;
+  }
+  auto runs = [&](const char *loop) { return only.empty() || only == loop; };
   kvrt::impl::CudaDriver::setLibraryForTesting(KVRT_FAKE_CUDA_PATH);
   fake_cuda_reset();
   static int userContext;
@@ -101,12 +113,12 @@ int main(int argc, char **argv) {
     driver->cuLaunchKernel(function, 3, 1, 1, 4, 2, 1, 0, nullptr, params,
                            nullptr);
   });
-  double cold = nsPerCall(calls, [&] {
+  double cold = !runs("cold") ? 0 : nsPerCall(calls, [&] {
     kvrt::impl::PlanCache::clear();
     kvrt::impl::FunctionCache::clear();
     append();
   });
-  double warm = nsPerCall(calls, append);
+  double warm = !runs("warm") ? 0 : nsPerCall(calls, append);
   // An eager loop over more input sets than the plan cache holds (kvbench's
   // decode loop, or one append per layer): each launch plans anew, its
   // function found in the cache.
@@ -124,7 +136,7 @@ int main(int argc, char **argv) {
     sets.back().value = values[i].get();
   }
   int next = 0;
-  double perSet = nsPerCall(calls, [&] {
+  double perSet = !runs("sets") ? 0 : nsPerCall(calls, [&] {
     if (kvrt_append(bundle.get(), &sets[next], nullptr) != KVRT_SUCCESS)
       failed = true;
     next = (next + 1) % kSets;
@@ -135,11 +147,13 @@ int main(int argc, char **argv) {
   }
   std::printf("launch path, ns per call (median of 7 rounds of %d)\n", calls);
   std::printf("  fake launch   %8.1f\n", bare);
-  std::printf("  kvrt, cold    %8.1f   kvrt overhead %8.1f\n", cold,
-              cold - bare);
-  std::printf("  kvrt, %d sets  %8.1f   kvrt overhead %8.1f\n", kSets, perSet,
-              perSet - bare);
-  std::printf("  kvrt, warm    %8.1f   kvrt overhead %8.1f\n", warm,
-              warm - bare);
+  auto print = [&](const char *loop, const char *label, double ns) {
+    if (runs(loop))
+      std::printf("  %-13s %8.1f   kvrt overhead %8.1f\n", label, ns,
+                  ns - bare);
+  };
+  print("cold", "kvrt, cold", cold);
+  print("sets", "kvrt, 8 sets", perSet);
+  print("warm", "kvrt, warm", warm);
   return 0;
 }
