@@ -29,9 +29,10 @@ launcher interleaved, us per call, medians of 15:
   module: kvrt's launch and parameter block, Triton's instruction stream)
   and peer_body_alone (the same, alone in its module).
 
-With --cold N, each size is also timed cold: N repetitions of an L2 flush
-and one call of each launcher (the turns rotated every repetition, as
-side_by_side.py's), events around every call. Under `ncu
+With --modes cold (or graph,cold), each size is also timed cold: --cold N
+repetitions (100 by default) of an L2 flush and one call of each launcher
+(the turns rotated every repetition, as side_by_side.py's), events around
+every call. Under `ncu
 --cache-control all` the rows of one kernel name are told apart by launch
 order: --json records every launcher's launches in the order made (the
 checks, the cold warm-ups, the repetitions), and --attribute-ncu CSV (no
@@ -203,8 +204,16 @@ def ncu_rows(path):
     import csv
     with open(path) as f:
         rows = list(csv.reader(f))
-    head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+    head = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+    if head is None:
+        raise ValueError("%s has no 'Kernel Name' header: not the output of "
+                         "ncu --csv --page raw" % path)
     cols = rows[head]
+    missing = [c for c in ("gpu__time_duration.sum", "launch__grid_size")
+               if c not in cols]
+    if missing:
+        raise ValueError("%s has no %s column (ncu --metrics)"
+                         % (path, " or ".join(missing)))
     name = cols.index("Kernel Name")
     time = cols.index("gpu__time_duration.sum")
     grid = cols.index("launch__grid_size")
@@ -255,13 +264,13 @@ def print_attributed(times):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bundle", required=True)
+    parser.add_argument("--bundle")
     parser.add_argument("--bundle-as", action="append", default=[])
     parser.add_argument("--variants-ptxas")
     parser.add_argument("--ptxas", action="append", default=[])
     parser.add_argument("--module-ptxas")
-    parser.add_argument("--kvrt-lib", required=True)
-    parser.add_argument("--peer", required=True)
+    parser.add_argument("--kvrt-lib")
+    parser.add_argument("--peer")
     parser.add_argument("--kernel", default=sbs.DEFAULT_KERNEL)
     parser.add_argument("--decode", type=sbs.parse_sizes,
                         default=[1, 32, 128, 512])
@@ -276,14 +285,25 @@ def main(argv=None):
                         "given; prints each launcher's cold device time")
     args = parser.parse_args(argv)
     if args.attribute_ncu:
-        with open(args.json) as f:
-            record = json.load(f)
-        print_attributed(attribute_ncu(ncu_rows(args.attribute_ncu),
-                                       record))
+        if not args.json:
+            parser.error("--attribute-ncu needs the run's record: --json")
+        try:
+            with open(args.json) as f:
+                record = json.load(f)
+            print_attributed(attribute_ncu(ncu_rows(args.attribute_ncu),
+                                           record))
+        except (OSError, ValueError, KeyError) as e:
+            print("launch_probe: %s" % e, file=sys.stderr)
+            return 2
         return 0
+    for name in ("bundle", "kvrt_lib", "peer"):
+        if not getattr(args, name):
+            parser.error("--%s is required" % name.replace("_", "-"))
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in ("graph", "cold") for m in modes):
         parser.error("--modes takes graph, cold or graph,cold")
+    if args.cold < 1:
+        parser.error("--cold takes a positive number of repetitions")
     import torch
     import side_by_side_gpu as gpu
 

@@ -123,6 +123,24 @@ class ColdAttribution(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "graph samples"):
             probe.attribute_ncu(rows * 2, record)
 
+    def test_refuses_a_file_that_is_not_ncu_csv(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "x.csv")
+            with open(path, "w") as f:
+                f.write("cold    1: kvgen 1.0\n")
+            with self.assertRaisesRegex(ValueError, "Kernel Name"):
+                probe.ncu_rows(path)
+            with open(path, "w") as f:
+                f.write('"ID","Kernel Name","gpu__time_duration.sum"\n')
+            with self.assertRaisesRegex(ValueError, "launch__grid_size"):
+                probe.ncu_rows(path)
+
+    def test_attribution_needs_the_record(self):
+        with self.assertRaises(SystemExit) as exit:
+            probe.main(["--attribute-ncu", "x.csv"])
+        self.assertEqual(exit.exception.code, 2)
+
 
 if __name__ == "__main__":
     unittest.main()
