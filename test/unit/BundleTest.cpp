@@ -133,8 +133,8 @@ TEST_F(BundleTest, ManifestRecordsTheWideVariant) {
   EXPECT_FALSE(vector->getInteger("min_tokens"));
   EXPECT_FALSE(vector->getInteger("max_tokens"));
   // The vector kernel's promise and parameters; four chunks a thread, so
-  // a quarter of the threads a token and four tokens a block of 128
-  // threads.
+  // a quarter of the threads a token (8 of 32) and sixteen tokens a block
+  // of 128 threads.
   for (llvm::StringRef key : {"alignment", "vector_elems", "vector_bytes"})
     EXPECT_EQ(wide->getInteger(key), vector->getInteger(key)) << key.str();
   EXPECT_EQ(*wide->getArray("params"), *vector->getArray("params"));
