@@ -60,6 +60,24 @@ Stats summarize(std::vector<double> samples) {
   return stats;
 }
 
+double medianRoundRatio(const std::vector<double> &numerator,
+                        const std::vector<double> &denominator, int perRound) {
+  if (perRound <= 0 || numerator.empty() ||
+      numerator.size() != denominator.size() ||
+      numerator.size() % size_t(perRound))
+    return kNaN;
+  std::vector<double> ratios;
+  for (size_t first = 0; first < numerator.size(); first += size_t(perRound)) {
+    auto round = [&](const std::vector<double> &samples) {
+      return summarize(std::vector<double>(samples.begin() + first,
+                                           samples.begin() + first + perRound))
+          .median;
+    };
+    ratios.push_back(round(numerator) / round(denominator));
+  }
+  return summarize(ratios).median;
+}
+
 json statsJson(const Stats &stats) {
   json out;
   out["median"] = stats.median;

@@ -59,6 +59,14 @@ struct Stats {
 Stats summarize(std::vector<double> samples);
 json statsJson(const Stats &stats);
 
+/// The median over rounds of each round's ratio `numerator / denominator`,
+/// where a round's value is the median of its `perRound` consecutive samples
+/// in each vector: a paired estimate, which a slow phase of the process
+/// moves only in the rounds it covers, and moves both sides of alike. NaN if
+/// either vector is empty or the two hold different numbers of rounds.
+double medianRoundRatio(const std::vector<double> &numerator,
+                        const std::vector<double> &denominator, int perRound);
+
 /// Bytes over microseconds, in GB/s.
 inline double gbps(double bytes, double us) { return bytes / us / 1e3; }
 

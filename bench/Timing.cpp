@@ -13,8 +13,8 @@ Repetitions Repetitions::quick() {
   reps.graph = 2;
   reps.cold = 20;
   reps.tune = 8;
-  reps.launchRounds = 1;
-  reps.launchReps = 2;
+  reps.launchRounds = 3;
+  reps.launchReps = 1;
   reps.hostEnqueue = 10;
   reps.loopSeconds = 0.005;
   return reps;

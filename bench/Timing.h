@@ -20,8 +20,9 @@ struct Repetitions {
   int graph = 5;
   int cold = 100;
   int tune = 25;
-  int launchRounds = 2;
-  int launchReps = 3;
+  /// The launch-path comparison: rounds of one timed loop per launcher.
+  int launchRounds = 8;
+  int launchReps = 1;
   int hostEnqueue = 50;
   double loopSeconds = 0.02;
 

@@ -2,8 +2,9 @@
 //
 // What kvbench computes before it touches a GPU: the description read from a
 // manifest entry, the caches sized for it, the minimum bytes per token, the
-// sweep's slot mappings, kvrt names of scalar kernels, and the targets of
-// bench/targets.json (given as argv[1]) judged on made-up rows.
+// sweep's slot mappings, kvrt names of scalar kernels, the targets of
+// bench/targets.json (given as argv[1]) judged on made-up rows, and the
+// launch path's paired ratio.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "Targets.h"
 #include "Workloads.h"
 
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -207,6 +209,23 @@ void testTargets(const std::string &path) {
   EXPECT(text.find("MET") != std::string::npos);
 }
 
+void testMedianRoundRatio() {
+  // Round 2 runs in a slow phase that doubles both sides, round 3 in one that
+  // slows only the empty kernel: the paired ratio stays 1.1, where the ratio
+  // of the two medians (2.3 / 3.0) would not.
+  const std::vector<double> kvrt = {2.2, 4.4, 2.3};
+  const std::vector<double> empty = {2.0, 4.0, 3.0};
+  EXPECT(std::abs(medianRoundRatio(kvrt, empty, 1) - 1.1) < 1e-12);
+  // Two samples a round: each round's median first.
+  const std::vector<double> k2 = {2.0, 2.4, 4.0, 4.8, 9.0, 9.0};
+  const std::vector<double> e2 = {2.0, 2.0, 4.0, 4.0, 1.0, 1.0};
+  EXPECT(std::abs(medianRoundRatio(k2, e2, 2) - 1.1) < 1e-12);
+  // Unequal rounds, no samples, a partial round: no ratio.
+  EXPECT(std::isnan(medianRoundRatio({1.0, 2.0}, {1.0}, 1)));
+  EXPECT(std::isnan(medianRoundRatio({}, {}, 1)));
+  EXPECT(std::isnan(medianRoundRatio({1.0, 2.0, 3.0}, {1.0, 2.0, 3.0}, 2)));
+}
+
 void testTable() {
   Report report;
   report.copyGBps = 4000;
@@ -235,5 +254,6 @@ int main(int argc, char **argv) {
   testKvrtNames();
   testTargets(argv[1]);
   testTable();
+  testMedianRoundRatio();
   return kvbench::test::finish();
 }
