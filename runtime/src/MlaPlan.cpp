@@ -45,6 +45,13 @@ Status planMla(const Manifest &manifest, const Operation &operation,
   KVRT_RETURN_IF_ERROR(
       checkScales(kernel, specs, scales, kvC, &caches, &values));
 
+  // Params.def's KVGEN_ABI_KERNEL_WRITES for both latent kinds, spelled out.
+  static_assert(
+      abi::kernelWrites(KernelKind::MlaAppend, Param::KeyCache) &&
+          abi::kernelWrites(KernelKind::MlaFusedAppend, Param::KeyCache) &&
+          !abi::kernelWrites(KernelKind::MlaAppend, Param::KeyScale) &&
+          !abi::kernelWrites(KernelKind::MlaFusedAppend, Param::KeyScale),
+      "a latent append writes its cache and nothing else");
   const TensorView *written[] = {&caches.key};
   const TensorView *all[] = {&kvC,
                              &kPe,

@@ -155,20 +155,6 @@ struct Rebase {
   bool used[LaunchKey::kMaxTensors];
 };
 
-/// Whether a kernel of `kind` may write the buffer passed as `param`: the
-/// caches and scale caches of the appends, gather's outputs, the slot
-/// mapping a slot_mapping kernel builds. Errs towards yes (a gather's caches
-/// count): it only makes a rebase check more pairs.
-bool mayWrite(KernelKind kind, abi::Param param) {
-  if (kind == KernelKind::SlotMapping)
-    return param == abi::Param::SlotMapping;
-  abi::ParamElement element = abi::paramInfo(param).element;
-  return element == abi::ParamElement::Cache ||
-         element == abi::ParamElement::Output ||
-         param == abi::Param::KeyScaleCache ||
-         param == abi::Param::ValueScaleCache;
-}
-
 /// Bytes a validated tensor addresses from its first element (checkTensor's
 /// extent, in bytes).
 uint64_t reachOf(const DLTensor &tensor, size_t elementBytes) {
@@ -204,7 +190,7 @@ Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
     uint64_t base = key.data(a) + key.byteOffset(a);
     rebase.argument[i] = static_cast<int8_t>(a);
     rebase.offset[i] = view.begin() - base;
-    rebase.written[i] = mayWrite(plan.kind, plan.bufferParams[i]);
+    rebase.written[i] = abi::kernelWrites(plan.kind, plan.bufferParams[i]);
     rebase.used[a] = true;
     rebase.elementBytes[a] = view.elementBytes;
     rebase.reach[a] = reachOf(*view.tensor, view.elementBytes);

@@ -215,7 +215,9 @@ Status checkCaches(const KernelDescription &kernel, const OperationSpecs &specs,
   KVRT_RETURN_IF_ERROR(checkSameDevice(out->key, out->value));
   KVRT_RETURN_IF_ERROR(
       checkSameExtent(out->key, 0, out->value, 0, layout.blocksName()));
-  KVRT_RETURN_IF_ERROR(checkDisjoint(out->key, out->value));
+  // Two caches a kernel only reads (a gather's) may share bytes.
+  if (abi::kernelWrites(kernel.kind, Param::KeyCache))
+    KVRT_RETURN_IF_ERROR(checkDisjoint(out->key, out->value));
   out->whole[0] = &out->key;
   out->whole[1] = &out->value;
   out->numWhole = 2;
@@ -359,14 +361,21 @@ static Status checkAppendTensors(const KernelDescription &kernel,
   return Status();
 }
 
-/// What an append-like launch writes: the caches, and dynamic scale caches.
+/// What an append-like launch writes, as Params.def's
+/// KVGEN_ABI_KERNEL_WRITES says for its kind: the caches, and the scales
+/// where they are a dynamic description's scale caches.
 static int writtenByAppend(const KernelDescription &kernel,
                            const CacheViews &caches,
                            const TensorView *written[4]) {
+  KernelKind kind = kernel.kind;
   int count = 0;
-  for (int i = 0; i < caches.numWhole; ++i)
-    written[count++] = caches.whole[i];
-  if (kernel.cache.quantization() == Quantization::Dynamic)
+  if (abi::kernelWrites(kind, Param::KeyCache))
+    for (int i = 0; i < caches.numWhole; ++i)
+      written[count++] = caches.whole[i];
+  Param scales = kernel.cache.quantization() == Quantization::Dynamic
+                     ? Param::KeyScaleCache
+                     : Param::KeyScale;
+  if (abi::kernelWrites(kind, scales))
     for (int i = 0; i < caches.numScales; ++i)
       written[count++] = &caches.scales[i];
   return count;
@@ -445,6 +454,12 @@ Status planSlotMapping(const Manifest &manifest, const Operation &operation,
   KVRT_RETURN_IF_ERROR(
       checkTensor(args.slot_mapping, indexSpecs().slotMapping, &slots));
   KVRT_RETURN_IF_ERROR(checkSameDevice(table, slots));
+  static_assert(
+      abi::kernelWrites(KernelKind::SlotMapping, Param::SlotMapping) &&
+          !abi::kernelWrites(KernelKind::SlotMapping, Param::BlockTable) &&
+          !abi::kernelWrites(KernelKind::SlotMapping, Param::QueryStartLoc) &&
+          !abi::kernelWrites(KernelKind::SlotMapping, Param::ContextLens),
+      "a slot_mapping kernel writes the slots and nothing else");
   for (const TensorView *read : {&table, &starts, &lens})
     KVRT_RETURN_IF_ERROR(checkDisjoint(slots, *read));
   values.set(Param::SlotMapping, slots);
@@ -526,6 +541,15 @@ Status planGather(const Manifest &manifest, const Operation &operation,
   KVRT_RETURN_IF_ERROR(
       checkScales(kernel, specs, scales, slots, &caches, &values));
 
+  // Params.def's KVGEN_ABI_KERNEL_WRITES for a gather, spelled out.
+  static_assert(
+      abi::kernelWrites(KernelKind::Gather, Param::KeyOut) &&
+          abi::kernelWrites(KernelKind::Gather, Param::ValueOut) &&
+          !abi::kernelWrites(KernelKind::Gather, Param::KeyCache) &&
+          !abi::kernelWrites(KernelKind::Gather, Param::ValueCache) &&
+          !abi::kernelWrites(KernelKind::Gather, Param::KeyScaleCache) &&
+          !abi::kernelWrites(KernelKind::Gather, Param::ValueScaleCache),
+      "a gather writes its outputs and nothing else");
   const TensorView *written[] = {&keyOut, &valueOut};
   int numWritten = withValue ? 2 : 1;
   const TensorView *all[] = {&keyOut,

@@ -247,6 +247,55 @@ TEST_F(LaunchTest, RebasedFusedAppendMovesEveryBuffer) {
                            reinterpret_cast<uintptr_t>(cache.get()->data)));
 }
 
+TEST_F(LaunchTest, RebasedGatherKeepsOnlyWhatItWritesDisjoint) {
+  CacheConfig config;
+  config.gather = true;
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(standardBundle(config), &raw), KVRT_SUCCESS)
+      << kvrt_last_error();
+  bundle.reset(raw);
+  registerRecorders(raw);
+  // K's cache read twice, through a second tensor over the same bytes: a
+  // gather only reads its caches (Params.def's KVGEN_ABI_KERNEL_WRITES), so
+  // planning accepts the overlap, and so does a rebase to new outputs.
+  HostTensor sameBytes = keyCache.view(
+      bf16(), {kBlocks, kBlockSize, kHeads, kHeadDim},
+      {kBlockSize * kHeads * kHeadDim, kHeads * kHeadDim, kHeadDim, 1}, 0);
+  HostTensor keyOut = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  HostTensor valueOut =
+      HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  kvrt_gather_args args = {};
+  args.key_cache = keyCache.get();
+  args.value_cache = sameBytes.get();
+  args.slot_mapping = slots.get();
+  args.key_out = keyOut.get();
+  args.value_out = valueOut.get();
+  ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  HostTensor movedKey =
+      HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  HostTensor movedValue =
+      HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  args.key_out = movedKey.get();
+  args.value_out = movedValue.get();
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1)
+      << "the caches a gather reads were checked as if it wrote them";
+  EXPECT_EQ(recorded().params[3],
+            static_cast<int64_t>(reinterpret_cast<uintptr_t>(movedKey.data())));
+  // What it writes still may not move onto what it reads: planning's refusal.
+  HostTensor onCache = keyCache.view(bf16(), {kTokens, kHeads, kHeadDim},
+                                     {kHeads * kHeadDim, kHeadDim, 1}, 0);
+  args.key_out = onCache.get();
+  EXPECT_EQ(kvrt_gather(bundle.get(), &args, nullptr),
+            KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("key_out: overlaps"));
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  EXPECT_EQ(calls(), 2) << "a refused launch ran a kernel";
+}
+
 TEST_F(LaunchCacheTest, ChangedByteOffsetIsValidatedAgain) {
   launchTwice();
   slots.get()->byte_offset = 3; // misaligned int64

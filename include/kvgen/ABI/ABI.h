@@ -108,6 +108,39 @@ inline constexpr KernelParam kKernelParams[] = {
 #include "kvgen/ABI/Params.def"
 };
 
+/// Whether a kernel of `kind` may store to buffer `param` (Params.def's
+/// KVGEN_ABI_KERNEL_WRITES); false for a parameter the kind does not take.
+constexpr bool kernelWrites(KernelKind kind, Param param) {
+#define KVGEN_ABI_KERNEL_WRITES(Kind, Id)                                      \
+  if (kind == KernelKind::Kind && param == Param::Id)                          \
+    return true;
+#include "kvgen/ABI/Params.def"
+  return false;
+}
+
+/// Whether kernels of `kind` take `param` (for a description of some
+/// quantization and value side).
+constexpr bool kindTakes(KernelKind kind, Param param) {
+  for (const KernelParam &entry : kKernelParams)
+    if (entry.kind == kind && entry.id == param)
+      return true;
+  return false;
+}
+
+namespace detail {
+constexpr bool everyWriteIsABufferOfItsKind() {
+#define KVGEN_ABI_KERNEL_WRITES(Kind, Id)                                      \
+  if (!kindTakes(KernelKind::Kind, Param::Id) ||                               \
+      kParams[static_cast<size_t>(Param::Id)].role != ParamRole::Buffer)       \
+    return false;
+#include "kvgen/ABI/Params.def"
+  return true;
+}
+} // namespace detail
+static_assert(detail::everyWriteIsABufferOfItsKind(),
+              "Params.def: a KVGEN_ABI_KERNEL_WRITES entry names a scalar, or "
+              "a buffer its kind does not take");
+
 //===----------------------------------------------------------------------===//
 // Names
 //===----------------------------------------------------------------------===//
