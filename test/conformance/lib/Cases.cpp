@@ -405,8 +405,15 @@ public:
       failure = "synchronize failed: " + backend.lastError();
       return false;
     }
-    return checkAppended(spec.slots, slots.get(), source, caches, scales,
-                         spec.expectRefusal, failure);
+    if (!checkAppended(spec.slots, slots.get(), source, caches, scales,
+                       spec.expectRefusal, failure))
+      return false;
+    // What an append only reads, as it was uploaded.
+    stats.bytesCompared +=
+        static_cast<int64_t>(source.storageBytes() + spec.slots.size() * 8);
+    return source.checkUnchanged(failure) &&
+           checkUnchanged(backend, spec.slots, slotBuffer, "slot_mapping",
+                          failure);
   }
 
   bool checkStatus(const char *call, kvrt_status status, bool expectRefusal,
@@ -518,6 +525,21 @@ public:
     return true;
   }
 
+  /// The block table, query_start_loc and context_lens, as uploaded.
+  bool checkTablesUnchanged(const Tables &t, const TableTensors &tables,
+                            std::string &failure) {
+    stats.bytesCompared += static_cast<int64_t>(
+        t.blockTable.size() * sizeof(t.blockTable[0]) +
+        t.queryStartLoc.size() * sizeof(t.queryStartLoc[0]) +
+        t.contextLens.size() * sizeof(t.contextLens[0]));
+    return checkUnchanged(backend, t.blockTable, tables.table, "block_table",
+                          failure) &&
+           checkUnchanged(backend, t.queryStartLoc, tables.starts,
+                          "query_start_loc", failure) &&
+           checkUnchanged(backend, t.contextLens, tables.lens, "context_lens",
+                          failure);
+  }
+
   struct FusedSpec {
     Tables tables;
     SourceStorage source = SourceStorage::Compact;
@@ -576,8 +598,12 @@ public:
       failure = "synchronize failed: " + backend.lastError();
       return false;
     }
-    return checkAppended(slots, slotArg.get(), source, caches, scales,
-                         spec.expectRefusal, failure);
+    if (!checkAppended(slots, slotArg.get(), source, caches, scales,
+                       spec.expectRefusal, failure))
+      return false;
+    stats.bytesCompared += static_cast<int64_t>(source.storageBytes());
+    return source.checkUnchanged(failure) &&
+           checkTablesUnchanged(t, tables, failure);
   }
 
   /// A gather of caches holding arbitrary bytes (their poison): every
@@ -691,7 +717,7 @@ public:
       details += line;
     }
     if (differing == 0)
-      return true;
+      return checkTablesUnchanged(t, tables, failure);
     failure = std::to_string(differing) + " of " + std::to_string(t.numTokens) +
               " slots differ; first:" + details;
     return false;

@@ -317,6 +317,24 @@ bool SourceSet::refillWith(
   return true;
 }
 
+bool SourceSet::checkUnchanged(std::string &error) const {
+  std::vector<unsigned char> actual(host.size());
+  if (!actual.empty() &&
+      !backend->copyToHost(actual.data(), device.get(), actual.size())) {
+    error = "copying K/V back failed: " + backend->lastError();
+    return false;
+  }
+  for (size_t i = 0; i < host.size(); ++i)
+    if (actual[i] != host[i]) {
+      error = "the K/V source changed, which the kernel only reads: byte " +
+              std::to_string(i) + " of " + std::to_string(host.size()) +
+              " was " + std::to_string(host[i]) + ", is " +
+              std::to_string(actual[i]);
+      return false;
+    }
+  return true;
+}
+
 TensorView SourceSet::hostKey() const {
   TensorView view;
   view.data = const_cast<unsigned char *>(host.data()) +

@@ -108,6 +108,11 @@ public:
              std::string &error);
 
   int64_t numTokens() const { return tokens; }
+  /// Whether the device buffer still holds every byte uploaded to it (K, V
+  /// and whatever lies between them: a fused projection's Q): an append
+  /// only reads its source (Params.def's KVGEN_ABI_KERNEL_WRITES).
+  bool checkUnchanged(std::string &error) const;
+  size_t storageBytes() const { return host.size(); }
   TensorView hostKey() const;
   TensorView hostValue() const;
   const DLTensor *key() const { return keyArg.get(); }
@@ -219,6 +224,31 @@ bool uploadVector(Backend &backend, const std::vector<T> &values,
     error = "copy to device failed: " + backend.lastError();
     return false;
   }
+  return true;
+}
+
+/// Whether `buffer` still holds `values`, as uploadVector put them there: a
+/// kernel that only reads it must leave it so. The error names `name` and the
+/// first element that differs.
+template <typename T>
+bool checkUnchanged(Backend &backend, const std::vector<T> &values,
+                    const DeviceBuffer &buffer, const char *name,
+                    std::string &error) {
+  std::vector<T> actual(values.size());
+  if (!values.empty() && !backend.copyToHost(actual.data(), buffer.get(),
+                                             values.size() * sizeof(T))) {
+    error =
+        std::string("copying ") + name + " back failed: " + backend.lastError();
+    return false;
+  }
+  for (size_t i = 0; i < values.size(); ++i)
+    if (actual[i] != values[i]) {
+      error = std::string(name) +
+              " changed, which the kernel only reads: " + "element " +
+              std::to_string(i) + " was " + std::to_string(values[i]) +
+              ", is " + std::to_string(actual[i]);
+      return false;
+    }
   return true;
 }
 
