@@ -313,6 +313,9 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
     failure = "device buffers: " + backend.lastError();
     return false;
   }
+  // The source's bytes as they stand on the device: the kernel only reads
+  // them (Params.def's KVGEN_ABI_KERNEL_WRITES), so they must stay so.
+  std::vector<unsigned char> uploaded = source;
   DLDataType srcType = toDLDataType(desc.sourceDtype);
   TensorArg slotArg(slotBuf.get(), 0, device, {kDLInt, 64, 1}, {tokens}, {1});
   TensorArg cacheArg(cacheBuf.get(), 0, device, toDLDataType(desc.cacheDtype),
@@ -352,6 +355,7 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
         failure = "copy: " + backend.lastError();
         return false;
       }
+      uploaded = split;
       pOffset = tokens * rank * srcBytes;
     }
     int64_t wide = spec.breaks == Break::WideKvC ? rank - 1 : rank;
@@ -478,8 +482,24 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
     return false;
   }
   env.bytesCompared += static_cast<int64_t>(cacheSize);
-  if (got == expected)
+  if (got == expected) {
+    std::vector<unsigned char> after(uploaded.size());
+    if (!after.empty() &&
+        !backend.copyToHost(after.data(), srcBuf.get(), after.size())) {
+      failure = "reading the source back: " + backend.lastError();
+      return false;
+    }
+    env.bytesCompared += static_cast<int64_t>(after.size());
+    for (size_t i = 0; i < after.size(); ++i)
+      if (after[i] != uploaded[i]) {
+        failure = "the source changed, which the kernel only reads: byte " +
+                  std::to_string(i) + " of " + std::to_string(after.size()) +
+                  " was " + std::to_string(uploaded[i]) + ", is " +
+                  std::to_string(after[i]);
+        return false;
+      }
     return true;
+  }
   std::ostringstream os;
   int shown = 0;
   int64_t differing = 0;
