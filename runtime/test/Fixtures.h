@@ -75,6 +75,28 @@ protected:
   }
   virtual DLTensor *cacheValue() { return valueCache.get(); }
 
+  /// Loads the standard bundle again, with its gather description
+  /// ("kv_gather"), and registers its host kernels.
+  void loadWithGather() {
+    CacheConfig withGather = config();
+    withGather.gather = true;
+    kvrt_bundle *raw = nullptr;
+    ASSERT_EQ(load(standardBundle(withGather), &raw), KVRT_SUCCESS)
+        << kvrt_last_error();
+    bundle.reset(raw);
+    registerRecorders(raw);
+  }
+  /// A gather of the caches' rows at `slots` into `keyOut` and `valueOut`.
+  kvrt_gather_args gatherArgs(HostTensor &keyOut, HostTensor &valueOut) {
+    kvrt_gather_args args = {};
+    args.key_cache = keyCache.get();
+    args.value_cache = valueCache.get();
+    args.slot_mapping = slots.get();
+    args.key_out = keyOut.get();
+    args.value_out = valueOut.get();
+    return args;
+  }
+
   kvrt_status append(kvrt_variant variant = KVRT_VARIANT_AUTO) {
     kvrt_append_args args = appendArgs(variant);
     return kvrt_append(bundle.get(), &args, nullptr);

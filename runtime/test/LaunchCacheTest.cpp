@@ -248,13 +248,7 @@ TEST_F(LaunchTest, RebasedFusedAppendMovesEveryBuffer) {
 }
 
 TEST_F(LaunchTest, RebasedGatherKeepsOnlyWhatItWritesDisjoint) {
-  CacheConfig config;
-  config.gather = true;
-  kvrt_bundle *raw = nullptr;
-  ASSERT_EQ(load(standardBundle(config), &raw), KVRT_SUCCESS)
-      << kvrt_last_error();
-  bundle.reset(raw);
-  registerRecorders(raw);
+  loadWithGather();
   // K's cache read twice, through a second tensor over the same bytes: a
   // gather only reads its caches (Params.def's KVGEN_ABI_KERNEL_WRITES), so
   // planning accepts the overlap, and so does a rebase to new outputs.
@@ -264,12 +258,8 @@ TEST_F(LaunchTest, RebasedGatherKeepsOnlyWhatItWritesDisjoint) {
   HostTensor keyOut = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
   HostTensor valueOut =
       HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
-  kvrt_gather_args args = {};
-  args.key_cache = keyCache.get();
+  kvrt_gather_args args = gatherArgs(keyOut, valueOut);
   args.value_cache = sameBytes.get();
-  args.slot_mapping = slots.get();
-  args.key_out = keyOut.get();
-  args.value_out = valueOut.get();
   ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
       << kvrt_last_error();
   HostTensor movedKey =

@@ -71,12 +71,7 @@ protected:
     return kvrt_append(bundle.get(), &args, nullptr);
   }
   kvrt_gather_args gatherArgs() {
-    kvrt_gather_args args = {};
-    args.key_cache = keyCache.get();
-    args.value_cache = valueCache.get();
-    args.slot_mapping = slots.get();
-    args.key_out = keyOut.get();
-    args.value_out = valueOut.get();
+    kvrt_gather_args args = LaunchTest::gatherArgs(keyOut, valueOut);
     if (mode == "static") {
       args.key_scale = keyScale.get();
       args.value_scale = valueScale.get();
@@ -466,22 +461,11 @@ TEST_F(LaunchTest, ScaleForAnUnquantizedDescriptionIsRefused) {
 }
 
 TEST_F(LaunchTest, UnquantizedGatherRuns) {
-  CacheConfig config;
-  config.gather = true;
-  kvrt_bundle *raw = nullptr;
-  ASSERT_EQ(load(standardBundle(config), &raw), KVRT_SUCCESS)
-      << kvrt_last_error();
-  bundle.reset(raw);
-  registerRecorders(raw);
+  loadWithGather();
   HostTensor keyOut = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
   HostTensor valueOut =
       HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
-  kvrt_gather_args args = {};
-  args.key_cache = keyCache.get();
-  args.value_cache = valueCache.get();
-  args.slot_mapping = slots.get();
-  args.key_out = keyOut.get();
-  args.value_out = valueOut.get();
+  kvrt_gather_args args = gatherArgs(keyOut, valueOut);
   ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
       << kvrt_last_error();
   EXPECT_EQ(calls(), 1);

@@ -317,22 +317,29 @@ bool SourceSet::refillWith(
   return true;
 }
 
-bool SourceSet::checkUnchanged(std::string &error) const {
-  std::vector<unsigned char> actual(host.size());
+bool checkBytesUnchanged(Backend &backend, const void *device,
+                         const std::vector<unsigned char> &uploaded,
+                         const std::string &what, std::string &error) {
+  std::vector<unsigned char> actual(uploaded.size());
   if (!actual.empty() &&
-      !backend->copyToHost(actual.data(), device.get(), actual.size())) {
-    error = "copying K/V back failed: " + backend->lastError();
+      !backend.copyToHost(actual.data(), device, actual.size())) {
+    error = "copying " + what + " back failed: " + backend.lastError();
     return false;
   }
-  for (size_t i = 0; i < host.size(); ++i)
-    if (actual[i] != host[i]) {
-      error = "the K/V source changed, which the kernel only reads: byte " +
-              std::to_string(i) + " of " + std::to_string(host.size()) +
-              " was " + std::to_string(host[i]) + ", is " +
+  for (size_t i = 0; i < uploaded.size(); ++i)
+    if (actual[i] != uploaded[i]) {
+      error = what + " changed, which the kernel only reads: byte " +
+              std::to_string(i) + " of " + std::to_string(uploaded.size()) +
+              " was " + std::to_string(uploaded[i]) + ", is " +
               std::to_string(actual[i]);
       return false;
     }
   return true;
+}
+
+bool SourceSet::checkUnchanged(std::string &error) const {
+  return checkBytesUnchanged(*backend, device.get(), host, "the K/V source",
+                             error);
 }
 
 TensorView SourceSet::hostKey() const {

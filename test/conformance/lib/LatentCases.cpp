@@ -483,22 +483,9 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
   }
   env.bytesCompared += static_cast<int64_t>(cacheSize);
   if (got == expected) {
-    std::vector<unsigned char> after(uploaded.size());
-    if (!after.empty() &&
-        !backend.copyToHost(after.data(), srcBuf.get(), after.size())) {
-      failure = "reading the source back: " + backend.lastError();
-      return false;
-    }
-    env.bytesCompared += static_cast<int64_t>(after.size());
-    for (size_t i = 0; i < after.size(); ++i)
-      if (after[i] != uploaded[i]) {
-        failure = "the source changed, which the kernel only reads: byte " +
-                  std::to_string(i) + " of " + std::to_string(after.size()) +
-                  " was " + std::to_string(uploaded[i]) + ", is " +
-                  std::to_string(after[i]);
-        return false;
-      }
-    return true;
+    env.bytesCompared += static_cast<int64_t>(uploaded.size());
+    return checkBytesUnchanged(backend, srcBuf.get(), uploaded, "the source",
+                               failure);
   }
   std::ostringstream os;
   int shown = 0;

@@ -227,6 +227,13 @@ bool uploadVector(Backend &backend, const std::vector<T> &values,
   return true;
 }
 
+/// Whether the `uploaded.size()` bytes at device address `device` are still
+/// `uploaded`: what a kernel only reads must stay as it was. The error names
+/// `what` and the first byte that differs.
+bool checkBytesUnchanged(Backend &backend, const void *device,
+                         const std::vector<unsigned char> &uploaded,
+                         const std::string &what, std::string &error);
+
 /// Whether `buffer` still holds `values`, as uploadVector put them there: a
 /// kernel that only reads it must leave it so. The error names `name` and the
 /// first element that differs.
