@@ -367,15 +367,14 @@ static Status checkAppendTensors(const KernelDescription &kernel,
 static int writtenByAppend(const KernelDescription &kernel,
                            const CacheViews &caches,
                            const TensorView *written[4]) {
-  KernelKind kind = kernel.kind;
   int count = 0;
-  if (abi::kernelWrites(kind, Param::KeyCache))
+  if (abi::kernelWrites(kernel.kind, Param::KeyCache))
     for (int i = 0; i < caches.numWhole; ++i)
       written[count++] = caches.whole[i];
   Param scales = kernel.cache.quantization() == Quantization::Dynamic
                      ? Param::KeyScaleCache
                      : Param::KeyScale;
-  if (abi::kernelWrites(kind, scales))
+  if (abi::kernelWrites(kernel.kind, scales))
     for (int i = 0; i < caches.numScales; ++i)
       written[count++] = &caches.scales[i];
   return count;

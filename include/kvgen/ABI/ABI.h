@@ -118,29 +118,6 @@ constexpr bool kernelWrites(KernelKind kind, Param param) {
   return false;
 }
 
-/// Whether kernels of `kind` take `param` (for a description of some
-/// quantization and value side).
-constexpr bool kindTakes(KernelKind kind, Param param) {
-  for (const KernelParam &entry : kKernelParams)
-    if (entry.kind == kind && entry.id == param)
-      return true;
-  return false;
-}
-
-namespace detail {
-constexpr bool everyWriteIsABufferOfItsKind() {
-#define KVGEN_ABI_KERNEL_WRITES(Kind, Id)                                      \
-  if (!kindTakes(KernelKind::Kind, Param::Id) ||                               \
-      kParams[static_cast<size_t>(Param::Id)].role != ParamRole::Buffer)       \
-    return false;
-#include "kvgen/ABI/Params.def"
-  return true;
-}
-} // namespace detail
-static_assert(detail::everyWriteIsABufferOfItsKind(),
-              "Params.def: a KVGEN_ABI_KERNEL_WRITES entry names a scalar, or "
-              "a buffer its kind does not take");
-
 //===----------------------------------------------------------------------===//
 // Names
 //===----------------------------------------------------------------------===//
@@ -408,6 +385,24 @@ constexpr size_t maxBuffers() {
     }
   return most;
 }
+
+// Every KVGEN_ABI_KERNEL_WRITES entry is a buffer its kind takes.
+static_assert(
+    [] {
+      auto takes = [](KernelKind kind, Param param) {
+        for (const KernelParam &p : kKernelParams)
+          if (p.kind == kind && p.id == param)
+            return paramInfo(param).role == ParamRole::Buffer;
+        return false;
+      };
+#define KVGEN_ABI_KERNEL_WRITES(Kind, Id)                                      \
+  if (!takes(KernelKind::Kind, Param::Id))                                     \
+    return false;
+#include "kvgen/ABI/Params.def"
+      return true;
+    }(),
+    "Params.def: a KVGEN_ABI_KERNEL_WRITES entry names a scalar, or a buffer "
+    "its kind does not take");
 
 // The table's order is the enum's: paramInfo indexes it.
 static_assert(

@@ -412,7 +412,7 @@ public:
     stats.bytesCompared +=
         static_cast<int64_t>(source.storageBytes() + spec.slots.size() * 8);
     return source.checkUnchanged(failure) &&
-           checkUnchanged(backend, spec.slots, slotBuffer, "slot_mapping",
+           checkUnchanged(backend, spec.slots, slotBuffer.get(), "slot_mapping",
                           failure);
   }
 
@@ -532,12 +532,12 @@ public:
         t.blockTable.size() * sizeof(t.blockTable[0]) +
         t.queryStartLoc.size() * sizeof(t.queryStartLoc[0]) +
         t.contextLens.size() * sizeof(t.contextLens[0]));
-    return checkUnchanged(backend, t.blockTable, tables.table, "block_table",
-                          failure) &&
-           checkUnchanged(backend, t.queryStartLoc, tables.starts,
+    return checkUnchanged(backend, t.blockTable, tables.table.get(),
+                          "block_table", failure) &&
+           checkUnchanged(backend, t.queryStartLoc, tables.starts.get(),
                           "query_start_loc", failure) &&
-           checkUnchanged(backend, t.contextLens, tables.lens, "context_lens",
-                          failure);
+           checkUnchanged(backend, t.contextLens, tables.lens.get(),
+                          "context_lens", failure);
   }
 
   struct FusedSpec {

@@ -317,29 +317,9 @@ bool SourceSet::refillWith(
   return true;
 }
 
-bool checkBytesUnchanged(Backend &backend, const void *device,
-                         const std::vector<unsigned char> &uploaded,
-                         const std::string &what, std::string &error) {
-  std::vector<unsigned char> actual(uploaded.size());
-  if (!actual.empty() &&
-      !backend.copyToHost(actual.data(), device, actual.size())) {
-    error = "copying " + what + " back failed: " + backend.lastError();
-    return false;
-  }
-  for (size_t i = 0; i < uploaded.size(); ++i)
-    if (actual[i] != uploaded[i]) {
-      error = what + " changed, which the kernel only reads: byte " +
-              std::to_string(i) + " of " + std::to_string(uploaded.size()) +
-              " was " + std::to_string(uploaded[i]) + ", is " +
-              std::to_string(actual[i]);
-      return false;
-    }
-  return true;
-}
-
 bool SourceSet::checkUnchanged(std::string &error) const {
-  return checkBytesUnchanged(*backend, device.get(), host, "the K/V source",
-                             error);
+  return conformance::checkUnchanged(*backend, host, device.get(),
+                                     "the K/V source", error);
 }
 
 TensorView SourceSet::hostKey() const {

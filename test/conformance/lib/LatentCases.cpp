@@ -484,8 +484,8 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
   env.bytesCompared += static_cast<int64_t>(cacheSize);
   if (got == expected) {
     env.bytesCompared += static_cast<int64_t>(uploaded.size());
-    return checkBytesUnchanged(backend, srcBuf.get(), uploaded, "the source",
-                               failure);
+    return checkUnchanged(backend, uploaded, srcBuf.get(), "the source",
+                          failure);
   }
   std::ostringstream os;
   int shown = 0;

@@ -227,33 +227,25 @@ bool uploadVector(Backend &backend, const std::vector<T> &values,
   return true;
 }
 
-/// Whether the `uploaded.size()` bytes at device address `device` are still
-/// `uploaded`: what a kernel only reads must stay as it was. The error names
-/// `what` and the first byte that differs.
-bool checkBytesUnchanged(Backend &backend, const void *device,
-                         const std::vector<unsigned char> &uploaded,
-                         const std::string &what, std::string &error);
-
-/// Whether `buffer` still holds `values`, as uploadVector put them there: a
-/// kernel that only reads it must leave it so. The error names `name` and the
-/// first element that differs.
+/// Whether the `values.size()` elements at device address `device` are still
+/// `values`, as they were uploaded: what a kernel only reads must stay as it
+/// was. The error names `name` and the first element that differs.
 template <typename T>
 bool checkUnchanged(Backend &backend, const std::vector<T> &values,
-                    const DeviceBuffer &buffer, const char *name,
+                    const void *device, const std::string &name,
                     std::string &error) {
   std::vector<T> actual(values.size());
-  if (!values.empty() && !backend.copyToHost(actual.data(), buffer.get(),
-                                             values.size() * sizeof(T))) {
-    error =
-        std::string("copying ") + name + " back failed: " + backend.lastError();
+  if (!values.empty() &&
+      !backend.copyToHost(actual.data(), device, values.size() * sizeof(T))) {
+    error = "copying " + name + " back failed: " + backend.lastError();
     return false;
   }
   for (size_t i = 0; i < values.size(); ++i)
     if (actual[i] != values[i]) {
-      error = std::string(name) +
-              " changed, which the kernel only reads: " + "element " +
-              std::to_string(i) + " was " + std::to_string(values[i]) +
-              ", is " + std::to_string(actual[i]);
+      error = name + " changed, which the kernel only reads: element " +
+              std::to_string(i) + " of " + std::to_string(values.size()) +
+              " was " + std::to_string(values[i]) + ", is " +
+              std::to_string(actual[i]);
       return false;
     }
   return true;
