@@ -7,7 +7,10 @@
 #           and kvrt's GPU test
 #   python  the Python package's GPU tests, its eager benchmark and example
 #   bench   kvbench and the side-by-side comparison (scripts/bench.sh)
-#   all     all three
+#   dropins the drop-in ops beside the ops they replace (bench/dropins_gpu.py;
+#           FlashInfer where it imports, vLLM's ops where DROPINS_VLLM_EXT
+#           names their torch extension, built by the peer's build script)
+#   all     suite, python and bench
 # The logs are also packed into OUT_DIR/WHAT-logs.tar.gz, with the summaries
 # and plots copied beside it: the record of a run, ready to copy back.
 #
@@ -51,6 +54,17 @@ run_python() {
   { tail -n 1 "$1/pytest.log"; cat "$1/bench_eager.log"; } | sed 's/^/python: /' \
     >> "$1/summary.txt"
 }
+run_dropins() {
+  mkdir -p "$1"
+  (
+    export KVGEN_CACHE_DIR=$PWD/$stage/kvgen-cache \
+      KVGEN_KVRT_LIB=$PWD/$stage/lib/libkvrt.so \
+      PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+    python3 bench/dropins_gpu.py ${DROPINS_VLLM_EXT:+--vllm-ext "$DROPINS_VLLM_EXT"} \
+      --json "$1/dropins.json" > "$1/dropins.log" 2>&1
+  ) || rc=$?
+  sed 's/^/dropins: /' "$1/dropins.log" >> "$1/summary.txt"
+}
 run_bench() {
   bash scripts/bench.sh --budget "${KVBENCH_BUDGET:-540}" \
     ${KVBENCH_PEER:+--peer "$KVBENCH_PEER"} "$stage" "$1" || rc=$?
@@ -59,6 +73,7 @@ case $what in
 suite) run_suite "$logs" ;;
 python) run_python "$logs" ;;
 bench) run_bench "$logs" ;;
+dropins) run_dropins "$logs" ;;
 all)
   GPU_SUITE_TIMEOUT=${GPU_SUITE_TIMEOUT:-150} \
     GPU_SUITE_SANITIZER_TIMEOUT=${GPU_SUITE_SANITIZER_TIMEOUT:-90} \
@@ -70,7 +85,7 @@ all)
     > "$logs/summary.txt" 2>/dev/null
   ;;
 *)
-  echo "usage: gpu-run.sh suite|python|bench|all [STAGE_DIR] [OUT_DIR]" >&2
+  echo "usage: gpu-run.sh suite|python|bench|dropins|all [STAGE_DIR] [OUT_DIR]" >&2
   exit 2
   ;;
 esac
