@@ -321,7 +321,7 @@ def turn_order(repetition, count):
     repetition: rotated by one each repetition, so that each takes every
     place equally often (for two, the order reversed every other
     repetition). A cold call's time depends on its place in the repetition
-    by up to 5% under `ncu` (docs/PERFORMANCE.md, tuning step 27)."""
+    by up to 5% under `ncu` (docs/dev/TUNING.md, "Reading the numbers")."""
     shift = repetition % count if count else 0
     order = list(range(count))
     return order[shift:] + order[:shift]

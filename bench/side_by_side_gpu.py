@@ -128,7 +128,7 @@ class Timer:
         (and which goes first alternating), so that whatever drifts over a
         run hits both alike: timed one after the other, one kernel's cold
         median moved by up to 10% between two blocks of one process
-        (docs/PERFORMANCE.md, tuning step 12)."""
+        (docs/dev/TUNING.md, "Reading the numbers")."""
         return self._cold((first, second), sets)
 
     def cold_interleaved(self, launches, sets):
@@ -165,7 +165,7 @@ class Timer:
     def graph_pair(self, first, second, sets):
         """graph() of two launchers at once, their samples interleaved (and
         which goes first alternating) for cold_pair's reason: drift over a
-        run then hits both alike (docs/PERFORMANCE.md, tuning step 12)."""
+        run then hits both alike (docs/dev/TUNING.md, "Reading the numbers")."""
         return self._graph((first, second), sets)
 
     def graph_interleaved(self, launches, sets):
@@ -229,7 +229,7 @@ class Timer:
     def eager_pair(self, first, second, sets):
         """eager() of two launchers at once, their samples interleaved (and
         which goes first alternating) for cold_pair's reason: drift over a
-        run then hits both alike (docs/PERFORMANCE.md, tuning step 12)."""
+        run then hits both alike (docs/dev/TUNING.md, "Reading the numbers")."""
         return self._eager((first, second), sets)
 
     def _eager(self, launches, sets):
@@ -467,7 +467,7 @@ def compare(args, kvrt, bundle, name, manifest, timer, copy_gbps):
                 # alternating: kvgen's and the peer's samples come from the
                 # same stretch of the run, so drift over it hits both alike.
                 # Timed one block after the other, a cold median moved by
-                # up to 10% (docs/PERFORMANCE.md, tuning step 12); graph and
+                # up to 10% (docs/dev/TUNING.md, "Reading the numbers"); graph and
                 # eager, once timed kvgen then peer, are now interleaved the
                 # same way.
                 k, p = getattr(timer, mode + "_pair")(kvgen, other,

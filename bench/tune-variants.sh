@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/tune-variants.sh [BUILD_DIR] [DEST]
 #
-# Builds the kernel-plan alternatives that docs/PERFORMANCE.md compares, one
+# Builds the kernel-plan alternatives that docs/dev/TUNING.md compares, one
 # bundle each, for bench/side_by_side.py to time in one process beside the
 # peer: the bench's paged NHD descriptions (8 x 128, block 16, from bf16) in
 # bf16, fp8 e4m3 per tensor (static) and int8 per (token, head) (dynamic),
@@ -50,11 +50,11 @@ fi
 for cache in bf16 fp8 i8; do
   variant "t_$cache" "$cache" "$kvgen"
 done
-# This round's alternatives (docs/PERFORMANCE.md, tuning step 26): the
+# This round's alternatives (docs/dev/TUNING.md, the wide kernel): the
 # wide kernel's shape, each built as the only kernel of its bundle (no wide
 # variant, so kvrt launches it at every size): one chunk a thread (the
 # vector kernel), two chunks and 2 tokens a block (the wide kernel before
-# step 26), four chunks and 2, 4 (the wide kernel since) or 8 tokens a
+# four chunks), four chunks and 2, 4 (the wide kernel since) or 8 tokens a
 # block; fp8 e4m3 per tensor with one, two and four chunks.
 alone=(--kvgen-wide-min-tokens=0)
 variant c1_bf16 bf16 "$kvgen" "${alone[@]}"

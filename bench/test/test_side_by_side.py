@@ -337,7 +337,7 @@ class FakeDevice:
 
 class PairedTimer(unittest.TestCase):
     """kvgen's and the peer's samples interleave in every mode, which goes
-    first alternating (docs/PERFORMANCE.md, tuning step 12)."""
+    first alternating (docs/dev/TUNING.md, "Reading the numbers")."""
 
     REPS = {"cold": 4, "graph": 4, "eager_calls": 60, "eager": 4,
             "copy": 1, "max_graphs": 400}

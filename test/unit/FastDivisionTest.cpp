@@ -66,8 +66,8 @@ TEST(FastDivisionTest, EveryBf16SignificandByEveryScaleSignificand) {
 
 TEST(FastDivisionTest, EveryF16SignificandByEvery7thScaleSignificand) {
   // All 2^23 scale significands take 8 times as long as bf16's sweep (a
-  // sweep of all of them found no difference either; docs/PERFORMANCE.md,
-  // tuning step 11): the test runs under the sanitizers too.
+  // sweep of all of them found no difference either; docs/dev/TUNING.md):
+  // the test runs under the sanitizers too.
   EXPECT_EQ(countDifferences(/*sourceBits=*/10, /*correct=*/true,
                              /*scaleStep=*/7),
             0);
