@@ -9,7 +9,9 @@
 
 #include "FieldReader.h"
 
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace kvrt::impl {
 
@@ -239,13 +241,120 @@ static Status parseTop(const json &root, Manifest *out) {
   return groupOperations(out);
 }
 
+namespace {
+
+/// A key that appears twice in one object: where, and which.
+struct DuplicateKey {
+  std::string object;
+  std::string key;
+};
+
+/// Tracks, while the parser runs, the keys of every open object and the
+/// path to it, so that a repeated key is refused by name: JSON leaves a
+/// repeated key's meaning open and the parser would keep the last one
+/// silently, so two tools could read one bundle two ways.
+class KeyTracker {
+public:
+  bool operator()(int, json::parse_event_t event, json &parsed) {
+    switch (event) {
+    case json::parse_event_t::object_start:
+    case json::parse_event_t::array_start:
+      countElement();
+      frames.push_back({event == json::parse_event_t::array_start, -1, {}, {}});
+      break;
+    case json::parse_event_t::object_end:
+    case json::parse_event_t::array_end:
+      frames.pop_back();
+      break;
+    case json::parse_event_t::key: {
+      const std::string &key = parsed.get_ref<const std::string &>();
+      Frame &object = frames.back();
+      if (!object.keys.insert(key).second)
+        throw DuplicateKey{path(), key};
+      object.key = key;
+      break;
+    }
+    case json::parse_event_t::value:
+      countElement();
+      break;
+    }
+    return true;
+  }
+
+private:
+  struct Frame {
+    bool array;
+    int64_t index;
+    std::string key;
+    std::unordered_set<std::string> keys;
+  };
+
+  void countElement() {
+    if (!frames.empty() && frames.back().array)
+      ++frames.back().index;
+  }
+  /// The innermost open object, as kvrt's messages name fields:
+  /// "kernels[2].cache"; "" for the top level.
+  std::string path() const {
+    std::string out;
+    for (size_t i = 0; i + 1 < frames.size(); ++i) {
+      if (frames[i].array)
+        out += "[" + std::to_string(frames[i].index) + "]";
+      else
+        out += (out.empty() ? "" : ".") + frames[i].key;
+    }
+    return out;
+  }
+
+  std::vector<Frame> frames;
+};
+
+/// The input just before `byte` (where the parser stopped), quoted: the
+/// parser's own message would quote everything it read of the token, which
+/// for an unterminated string is the rest of the PTX.
+std::string excerptBefore(const char *data, size_t size, size_t byte) {
+  constexpr size_t kExcerptBytes = 32;
+  size_t end = std::min(byte, size);
+  size_t begin = end > kExcerptBytes ? end - kExcerptBytes : 0;
+  return quote(std::string_view(data + begin, end - begin));
+}
+
+} // namespace
+
 Status parseManifest(const char *data, size_t size, Manifest *out) {
   // An embedded bundle (kvgen --emit=header) may count its terminating NUL.
   while (size > 0 && data[size - 1] == '\0')
     --size;
   *out = Manifest();
+  json root;
   try {
-    json root = json::parse(data, data + size);
+    root = json::parse(data, data + size, KeyTracker());
+  } catch (const DuplicateKey &duplicate) {
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                      "bundle: %s has the key %s twice; each key of an "
+                      "object may appear once",
+                      duplicate.object.empty() ? "the manifest"
+                                               : duplicate.object.c_str(),
+                      quote(duplicate.key).c_str());
+  } catch (const json::parse_error &error) {
+    // The parser's reason, without its "[json.exception...] " tag and its
+    // "; last read: '...'" (unbounded, unescaped): a short quoted excerpt
+    // instead.
+    std::string_view reason = error.what();
+    if (size_t tag = reason.find("] "); tag != std::string_view::npos)
+      reason.remove_prefix(tag + 2);
+    if (size_t read = reason.find("; last read:");
+        read != std::string_view::npos)
+      reason = reason.substr(0, read);
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                      "bundle: not valid JSON: %s; the input before it: %s",
+                      std::string(reason).c_str(),
+                      excerptBefore(data, size, error.byte).c_str());
+  } catch (const json::exception &error) {
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: not valid JSON: %s",
+                      error.what());
+  }
+  try {
     return parseTop(root, out);
   } catch (const json::exception &error) {
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: not valid JSON: %s",
