@@ -86,33 +86,33 @@ bool launchAsOneThread(kvrt_bundle *bundle, const std::atomic<bool> &go,
   while (!go.load(std::memory_order_acquire))
     std::this_thread::yield();
 
-  // The first launch of this thread on this bundle, from a name that is
-  // rewritten once the call returned, as freed and reused memory is.
-  std::unique_ptr<char[]> first = heapName("kv_narrow");
-  kvrt_status status = launch(first.get());
+  // The first launch of this thread on this bundle, from a name freed once
+  // the call returned.
+  std::unique_ptr<char[]> name = heapName("kv_narrow");
+  kvrt_status status = launch(name.get());
   if (status != KVRT_SUCCESS)
     return fail("the first launch", status);
-  std::strcpy(first.get(), "kv_wide");
-  // The same tensors under the other description's name: planned anew, and
-  // refused (its caches have 4 heads), never taken for the remembered
-  // launch.
+  name.reset();
+  // The same launch from a new buffer (a hit: compared with the remembered
+  // name, which must be kvrt's copy), then at new addresses (a rebase).
+  name = heapName("kv_narrow");
+  status = launch(name.get());
+  if (status != KVRT_SUCCESS)
+    return fail("the first launch repeated", status);
+  args.key = otherKey.get();
+  name = heapName("kv_narrow");
+  status = launch(name.get());
+  if (status != KVRT_SUCCESS)
+    return fail("the first launch at new addresses", status);
+  // The name rewritten once the call returned, as freed and reused memory
+  // is, then the other description named with the same tensors: planned
+  // anew, and refused (its caches have 4 heads), never taken for the
+  // remembered launch.
+  std::strcpy(name.get(), "kv_wide");
   std::unique_ptr<char[]> other = heapName("kv_wide");
   status = launch(other.get());
   if (status != KVRT_ERROR_INVALID_ARGUMENT)
     return fail("kv_wide with kv_narrow's tensors should be refused", status);
-  first.reset();
-  other.reset();
-  // The first launch again, from a new buffer (a hit), then at new
-  // addresses (a rebase): each compares with the remembered name.
-  std::unique_ptr<char[]> again = heapName("kv_narrow");
-  status = launch(again.get());
-  if (status != KVRT_SUCCESS)
-    return fail("the first launch repeated", status);
-  again = heapName("kv_narrow");
-  args.key = otherKey.get();
-  status = launch(again.get());
-  if (status != KVRT_SUCCESS)
-    return fail("the first launch at new addresses", status);
   return true;
 }
 
