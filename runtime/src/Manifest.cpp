@@ -243,42 +243,58 @@ static Status parseTop(const json &root, Manifest *out) {
 
 namespace {
 
-/// A key that appears twice in one object: where, and which.
-struct DuplicateKey {
-  std::string object;
-  std::string key;
-};
-
-/// Tracks, while the parser runs, the keys of every open object and the
-/// path to it, so that a repeated key is refused by name: JSON leaves a
-/// repeated key's meaning open and the parser would keep the last one
-/// silently, so two tools could read one bundle two ways.
-class KeyTracker {
+/// Finds the first key repeated within one object, and the path to that
+/// object, in one pass of nlohmann's SAX parser that builds nothing: JSON
+/// leaves a repeated key's meaning open and the DOM parser would keep the
+/// last one silently, so two tools could read one bundle two ways. (A
+/// parser callback could check while the DOM is built, but nlohmann's
+/// callback parser takes twice as long as the plain one.)
+class RepeatedKeyFinder : public nlohmann::json_sax<json> {
 public:
-  bool operator()(int, json::parse_event_t event, json &parsed) {
-    switch (event) {
-    case json::parse_event_t::object_start:
-    case json::parse_event_t::array_start:
-      countElement();
-      frames.push_back({event == json::parse_event_t::array_start, -1, {}, {}});
-      break;
-    case json::parse_event_t::object_end:
-    case json::parse_event_t::array_end:
-      frames.pop_back();
-      break;
-    case json::parse_event_t::key: {
-      const std::string &key = parsed.get_ref<const std::string &>();
-      Frame &object = frames.back();
-      if (!object.keys.insert(key).second)
-        throw DuplicateKey{path(), key};
-      object.key = key;
-      break;
-    }
-    case json::parse_event_t::value:
-      countElement();
-      break;
-    }
+  /// Where the repeated key is ("" for the top level), and which.
+  std::string repeatedObject, repeatedKey;
+
+  bool null() override { return element(); }
+  bool boolean(bool) override { return element(); }
+  bool number_integer(number_integer_t) override { return element(); }
+  bool number_unsigned(number_unsigned_t) override { return element(); }
+  bool number_float(number_float_t, const string_t &) override {
+    return element();
+  }
+  bool string(string_t &) override { return element(); }
+  bool binary(binary_t &) override { return element(); }
+  bool start_object(std::size_t) override {
+    element();
+    frames.push_back({false, -1, {}, {}});
     return true;
+  }
+  bool key(string_t &name) override {
+    Frame &frame = frames.back();
+    if (!frame.keys.insert(name).second) {
+      repeatedObject = path();
+      repeatedKey = name;
+      return false;
+    }
+    frame.key = name;
+    return true;
+  }
+  bool end_object() override {
+    frames.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    element();
+    frames.push_back({true, -1, {}, {}});
+    return true;
+  }
+  bool end_array() override {
+    frames.pop_back();
+    return true;
+  }
+  /// The DOM parser reports syntax errors, with their position.
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &) override {
+    return false;
   }
 
 private:
@@ -289,9 +305,11 @@ private:
     std::unordered_set<std::string> keys;
   };
 
-  void countElement() {
+  /// Counts one more element of the enclosing array, if it is one.
+  bool element() {
     if (!frames.empty() && frames.back().array)
       ++frames.back().index;
+    return true;
   }
   /// The innermost open object, as kvrt's messages name fields:
   /// "kernels[2].cache"; "" for the top level.
@@ -328,14 +346,17 @@ Status parseManifest(const char *data, size_t size, Manifest *out) {
   *out = Manifest();
   json root;
   try {
-    root = json::parse(data, data + size, KeyTracker());
-  } catch (const DuplicateKey &duplicate) {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s has the key %s twice; each key of an "
-                      "object may appear once",
-                      duplicate.object.empty() ? "the manifest"
-                                               : duplicate.object.c_str(),
-                      quote(duplicate.key).c_str());
+    RepeatedKeyFinder repeated;
+    if (!json::sax_parse(data, data + size, &repeated) &&
+        !repeated.repeatedKey.empty())
+      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                        "bundle: %s has the key %s twice; each key of an "
+                        "object may appear once",
+                        repeated.repeatedObject.empty()
+                            ? "the manifest"
+                            : repeated.repeatedObject.c_str(),
+                        quote(repeated.repeatedKey).c_str());
+    root = json::parse(data, data + size);
   } catch (const json::parse_error &error) {
     // The parser's reason, without its "[json.exception...] " tag and its
     // "; last read: '...'" (unbounded, unescaped): a short quoted excerpt
