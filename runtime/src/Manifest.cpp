@@ -248,7 +248,7 @@ namespace {
 /// leaves a repeated key's meaning open and the DOM parser would keep the
 /// last one silently, so two tools could read one bundle two ways. (A
 /// parser callback could check while the DOM is built, but nlohmann's
-/// callback parser takes twice as long as the plain one.)
+/// callback parser is much slower than the plain one.)
 class RepeatedKeyFinder : public nlohmann::json_sax<json> {
 public:
   /// Where the repeated key is ("" for the top level), and which.
