@@ -249,7 +249,12 @@ class Bundle:
         entry = self._names.get(kernel)
         if entry is None:
             buf = ctypes.create_string_buffer(kernel.encode())
-            entry = self._names[kernel] = (buf, ctypes.addressof(buf))
+            # setdefault, not an assignment: of threads naming a kernel
+            # first at once, each gets the one buffer kept here. An
+            # overwritten one would be freed while a remembered args struct
+            # still points at it.
+            entry = self._names.setdefault(kernel,
+                                           (buf, ctypes.addressof(buf)))
         return entry[1]
 
     # Launches on descriptions (the ops' fast path) -----------------------

@@ -9,7 +9,9 @@
 
 #include "FieldReader.h"
 
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace kvrt::impl {
 
@@ -239,13 +241,141 @@ static Status parseTop(const json &root, Manifest *out) {
   return groupOperations(out);
 }
 
+namespace {
+
+/// Finds the first key repeated within one object, and the path to that
+/// object, in one pass of nlohmann's SAX parser that builds nothing: JSON
+/// leaves a repeated key's meaning open and the DOM parser would keep the
+/// last one silently, so two tools could read one bundle two ways. (A
+/// parser callback could check while the DOM is built, but nlohmann's
+/// callback parser is much slower than the plain one.)
+class RepeatedKeyFinder : public nlohmann::json_sax<json> {
+public:
+  /// Where the repeated key is ("" for the top level), and which.
+  std::string repeatedObject, repeatedKey;
+
+  bool null() override { return element(); }
+  bool boolean(bool) override { return element(); }
+  bool number_integer(number_integer_t) override { return element(); }
+  bool number_unsigned(number_unsigned_t) override { return element(); }
+  bool number_float(number_float_t, const string_t &) override {
+    return element();
+  }
+  bool string(string_t &) override { return element(); }
+  bool binary(binary_t &) override { return element(); }
+  bool start_object(std::size_t) override {
+    element();
+    frames.push_back({false, -1, {}, {}});
+    return true;
+  }
+  bool key(string_t &name) override {
+    Frame &frame = frames.back();
+    if (!frame.keys.insert(name).second) {
+      repeatedObject = path();
+      repeatedKey = name;
+      return false;
+    }
+    frame.key = name;
+    return true;
+  }
+  bool end_object() override {
+    frames.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    element();
+    frames.push_back({true, -1, {}, {}});
+    return true;
+  }
+  bool end_array() override {
+    frames.pop_back();
+    return true;
+  }
+  /// The DOM parser reports syntax errors, with their position.
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &) override {
+    return false;
+  }
+
+private:
+  struct Frame {
+    bool array;
+    int64_t index;
+    std::string key;
+    std::unordered_set<std::string> keys;
+  };
+
+  /// Counts one more element of the enclosing array, if it is one.
+  bool element() {
+    if (!frames.empty() && frames.back().array)
+      ++frames.back().index;
+    return true;
+  }
+  /// The innermost open object, as kvrt's messages name fields:
+  /// "kernels[2].cache"; "" for the top level.
+  std::string path() const {
+    std::string out;
+    for (size_t i = 0; i + 1 < frames.size(); ++i) {
+      if (frames[i].array)
+        out += "[" + std::to_string(frames[i].index) + "]";
+      else
+        out += (out.empty() ? "" : ".") + frames[i].key;
+    }
+    return out;
+  }
+
+  std::vector<Frame> frames;
+};
+
+/// The input just before `byte` (where the parser stopped), quoted: the
+/// parser's own message would quote everything it read of the token, which
+/// for an unterminated string is the rest of the PTX.
+std::string excerptBefore(const char *data, size_t size, size_t byte) {
+  constexpr size_t kExcerptBytes = 32;
+  size_t end = std::min(byte, size);
+  size_t begin = end > kExcerptBytes ? end - kExcerptBytes : 0;
+  return quote(std::string_view(data + begin, end - begin));
+}
+
+} // namespace
+
 Status parseManifest(const char *data, size_t size, Manifest *out) {
   // An embedded bundle (kvgen --emit=header) may count its terminating NUL.
   while (size > 0 && data[size - 1] == '\0')
     --size;
   *out = Manifest();
+  json root;
   try {
-    json root = json::parse(data, data + size);
+    RepeatedKeyFinder repeated;
+    if (!json::sax_parse(data, data + size, &repeated) &&
+        !repeated.repeatedKey.empty())
+      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                        "bundle: %s has the key %s twice; each key of an "
+                        "object may appear once",
+                        repeated.repeatedObject.empty()
+                            ? "the manifest"
+                            : repeated.repeatedObject.c_str(),
+                        quote(repeated.repeatedKey).c_str());
+    root = json::parse(data, data + size);
+  } catch (const json::parse_error &error) {
+    // The parser's reason, without its "[json.exception...] " tag and its
+    // "; last read: '...'" (unbounded, unescaped): a short quoted excerpt
+    // instead.
+    std::string_view reason = error.what();
+    if (size_t tag = reason.find("] "); tag != std::string_view::npos)
+      reason.remove_prefix(tag + 2);
+    if (size_t read = reason.find("; last read:");
+        read != std::string_view::npos)
+      reason = reason.substr(0, read);
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                      "bundle: not valid JSON: %s; the input before it: %s",
+                      std::string(reason).c_str(),
+                      excerptBefore(data, size, error.byte).c_str());
+  } catch (const json::exception &error) {
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: not valid JSON: %s",
+                      error.what());
+  }
+  try {
     return parseTop(root, out);
   } catch (const json::exception &error) {
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: not valid JSON: %s",

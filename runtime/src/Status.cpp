@@ -39,6 +39,19 @@ std::string quote(std::string_view text) {
   return out;
 }
 
+/// Cuts `text` to at most `limit` bytes, "..." included, never inside a
+/// "\xNN" escape.
+static void cutTo(std::string &text, size_t limit) {
+  if (text.size() <= limit)
+    return;
+  size_t keep = limit - 3;
+  size_t backslash = text.rfind('\\', keep);
+  if (backslash != std::string::npos && backslash + 4 > keep)
+    keep = backslash;
+  text.resize(keep);
+  text += "...";
+}
+
 Status Status::error(kvrt_status code, std::string message, const char *file,
                      int line) {
   // Messages quote the caller's input (bundle fields, driver logs): keep
@@ -46,15 +59,15 @@ Status Status::error(kvrt_status code, std::string message, const char *file,
   std::string bounded;
   bounded.reserve(std::min(message.size(), limits::kMaxMessageBytes) + 8);
   for (unsigned char c : message) {
-    if (bounded.size() >= limits::kMaxMessageBytes) {
-      bounded += "...";
+    // Past the limit by an escape at most: cutTo() below trims it.
+    if (bounded.size() > limits::kMaxMessageBytes)
       break;
-    }
     if (c == '\n' || c == '\t')
       bounded += ' ';
     else
       appendEscaped(bounded, c);
   }
+  cutTo(bounded, limits::kMaxMessageBytes);
   Status status;
   status.failure.reset(new Failure{code, std::move(bounded), file, line});
   return status;
@@ -72,8 +85,12 @@ std::string Status::toString() const {
   if (failure->file) {
     // Only the file name: the build directory says nothing to a user.
     const char *base = std::strrchr(failure->file, '/');
-    result += formatString(" [%s %s:%d]", statusName(failure->code),
-                           base ? base + 1 : failure->file, failure->line);
+    std::string where =
+        formatString(" [%s %s:%d]", statusName(failure->code),
+                     base ? base + 1 : failure->file, failure->line);
+    // The whole message, where included, within the documented bound.
+    cutTo(result, limits::kMaxMessageBytes - where.size());
+    result += where;
   }
   return result;
 }

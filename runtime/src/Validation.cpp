@@ -527,14 +527,14 @@ Status planGather(const Manifest &manifest, const Operation &operation,
   if (withValue)
     KVRT_RETURN_IF_ERROR(
         checkTensor(args.value_out, specs.valueOut, &valueOut));
-  else
-    valueOut = keyOut;
   KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, slots));
   KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, keyOut));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, valueOut));
+  if (withValue)
+    KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, valueOut));
   // Row i of the outputs is slot_mapping[i]'s.
   KVRT_RETURN_IF_ERROR(checkSameExtent(slots, 0, keyOut, 0, "num_tokens"));
-  KVRT_RETURN_IF_ERROR(checkSameExtent(slots, 0, valueOut, 0, "num_tokens"));
+  if (withValue)
+    KVRT_RETURN_IF_ERROR(checkSameExtent(slots, 0, valueOut, 0, "num_tokens"));
   const DLTensor *scales[4] = {args.key_scale, args.value_scale,
                                args.key_scale_cache, args.value_scale_cache};
   KVRT_RETURN_IF_ERROR(
@@ -551,8 +551,10 @@ Status planGather(const Manifest &manifest, const Operation &operation,
       "a gather writes its outputs and nothing else");
   const TensorView *written[] = {&keyOut, &valueOut};
   int numWritten = withValue ? 2 : 1;
+  // Without V, the slots stand in for value_out (as for the missing caches
+  // and scales): a copy of key_out there would overlap key_out itself.
   const TensorView *all[] = {&keyOut,
-                             &valueOut,
+                             withValue ? &valueOut : &slots,
                              &slots,
                              caches.whole[0],
                              caches.numWhole > 1 ? caches.whole[1] : &slots,
@@ -571,10 +573,11 @@ Status planGather(const Manifest &manifest, const Operation &operation,
   values.set(Param::NumTokens, slots.shape[0]);
   values.set(Param::NumBlocks, caches.key.shape[0]);
   setRowStrides(&values, Param::KeyOutStrideToken, keyOut);
-  setRowStrides(&values, Param::ValueOutStrideToken, valueOut);
   setCacheStrides(&values, kernel.cache, false, caches.key);
-  if (withValue)
+  if (withValue) {
+    setRowStrides(&values, Param::ValueOutStrideToken, valueOut);
     setCacheStrides(&values, kernel.cache, true, caches.value);
+  }
 
   plan->operation = &operation;
   plan->device = slots.tensor->device;

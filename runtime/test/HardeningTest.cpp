@@ -81,13 +81,95 @@ TEST(Hardening, ControlBytesAreEscaped) {
     EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << int(c);
 }
 
+/// kvrt_last_error()'s documented bound (docs/BAD-INPUT.md), "[<status>
+/// <file>:<line>]" included.
+constexpr size_t kMaxMessageBytes = 2048;
+
+/// The last error: bounded, one line of printable ASCII.
+std::string boundedLastError() {
+  std::string message = kvrt_last_error();
+  EXPECT_LE(message.size(), kMaxMessageBytes);
+  for (unsigned char c : message)
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << int(c);
+  return message;
+}
+
 TEST(Hardening, MessagesAreBounded) {
   json bundle = standardBundle();
   bundle["kernels"][0]["kind"] = std::string(1 << 20, 'k');
   EXPECT_EQ(loadText(bundle.dump()), KVRT_ERROR_INVALID_BUNDLE);
-  std::string message = kvrt_last_error();
-  EXPECT_LT(message.size(), 2300u);
+  std::string message = boundedLastError();
   EXPECT_THAT(message, HasSubstr("(1048576 bytes)"));
+}
+
+/// The standard bundle's text cut inside its PTX, after `ptx` (no closing
+/// quote): what a truncated download leaves.
+std::string cutInsidePtx(const std::string &ptx) {
+  std::string text = standardBundle().dump();
+  std::string field = "\"ptx\":\"";
+  size_t at = text.find(field);
+  EXPECT_NE(at, std::string::npos);
+  return text.substr(0, at + field.size()) + ptx;
+}
+
+// The parser's own message quoted everything it had read of the string (the
+// rest of the PTX, unescaped: 2,096 bytes of message once bounded).
+TEST(Hardening, JsonErrorQuotesAShortEscapedExcerpt) {
+  std::string ptx =
+      "// fake PTX " + std::string(3000, 'p') + " \xc3\xa9t\xc3\xa9";
+  EXPECT_EQ(loadText(cutInsidePtx(ptx)), KVRT_ERROR_INVALID_BUNDLE);
+  std::string message = boundedLastError();
+  EXPECT_THAT(message, HasSubstr("bundle: not valid JSON"));
+  EXPECT_THAT(message, HasSubstr("\\xc3\\xa9t\\xc3\\xa9'"));
+  EXPECT_THAT(message, Not(HasSubstr("last read")));
+  EXPECT_THAT(message, Not(HasSubstr(std::string(40, 'p'))));
+  EXPECT_LT(message.size(), 400u) << message;
+}
+
+TEST(Hardening, JsonErrorEscapesAControlCharacter) {
+  EXPECT_EQ(loadText(cutInsidePtx(".version 8.0\n.target sm_90\"}")),
+            KVRT_ERROR_INVALID_BUNDLE);
+  std::string message = boundedLastError();
+  EXPECT_THAT(message, HasSubstr("control character"));
+  EXPECT_THAT(message, HasSubstr(".version 8.0\\x0a'"));
+}
+
+TEST(Hardening, NonAsciiIsEscapedWithinTheBound) {
+  // Each byte escapes to four: the bound holds after escaping.
+  std::string ptx;
+  for (int i = 0; i < 2000; ++i)
+    ptx += "\xc3\xa9";
+  EXPECT_EQ(loadText(cutInsidePtx(ptx)), KVRT_ERROR_INVALID_BUNDLE);
+  EXPECT_THAT(boundedLastError(), HasSubstr("\\xc3\\xa9\\xc3\\xa9'"));
+}
+
+// JSON leaves a repeated key's meaning open; the parser kept the last one.
+TEST(Hardening, DuplicateTopLevelKeyIsRefusedByName) {
+  std::string text = standardBundle().dump();
+  ASSERT_EQ(text[0], '{');
+  text.insert(1, "\"version\":3,");
+  EXPECT_EQ(loadText(text), KVRT_ERROR_INVALID_BUNDLE);
+  EXPECT_THAT(boundedLastError(),
+              HasSubstr("bundle: the manifest has the key 'version' twice"));
+}
+
+TEST(Hardening, DuplicateNestedKeyIsRefusedWithItsPath) {
+  std::string text = standardBundle().dump();
+  std::string cache = "\"cache\":{";
+  size_t first = text.find(cache);
+  size_t second = text.find(cache, first + 1);
+  ASSERT_NE(second, std::string::npos);
+  // kernels[1] is kv_append_scalar: its cache says paged_nhd, then paged_hnd.
+  text.insert(second + cache.size(), "\"layout\":\"paged_hnd\",");
+  EXPECT_EQ(loadText(text), KVRT_ERROR_INVALID_BUNDLE);
+  EXPECT_THAT(boundedLastError(),
+              HasSubstr("bundle: kernels[1].cache has the key 'layout' twice"));
+}
+
+TEST(Hardening, SameKeyInSiblingObjectsLoads) {
+  // Every kernel has "name": keys repeat across objects, not within one.
+  std::string text = standardBundle().dump();
+  EXPECT_EQ(loadText(text), KVRT_SUCCESS) << kvrt_last_error();
 }
 
 TEST(Hardening, AnyBlockSizeLoads) {

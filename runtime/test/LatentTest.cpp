@@ -33,6 +33,19 @@ std::vector<std::string> mlaParams(bool quantized) {
   return names;
 }
 
+/// A gather of either: the cache, the slots and key_out, no V.
+std::vector<std::string> noValueGatherParams(bool quantized) {
+  std::vector<std::string> names = {"key_cache", "slot_mapping", "key_out"};
+  if (quantized)
+    names.push_back("key_scale");
+  for (const char *name : {"num_tokens", "num_blocks", "key_out_stride_token",
+                           "key_out_stride_head", "key_out_stride_dim",
+                           "key_cache_stride_block", "key_cache_stride_head",
+                           "key_cache_stride_pos", "key_cache_stride_dim"})
+    names.push_back(name);
+  return names;
+}
+
 constexpr int64_t kRank = 16, kRope = 8;
 
 /// An append (K-only) and an mla_append description, both variants each.
@@ -56,6 +69,17 @@ json latentBundle(bool quantized = false, bool wrongParams = false) {
   for (json kernel : describe("kv_mla", "mla_append", mla)) {
     kernel["cache"]["latent"] = {{"kv_lora_rank", kRank}, {"rope_dim", kRope}};
     kernel["params"] = mlaParams(quantized);
+    kernels.push_back(kernel);
+  }
+  // Gathers of both caches (after the appends: tests index the kernels).
+  for (json kernel : describe("kv_konly_gather", "gather", config)) {
+    kernel["cache"]["k_only"] = true;
+    kernel["params"] = noValueGatherParams(quantized);
+    kernels.push_back(kernel);
+  }
+  for (json kernel : describe("kv_mla_gather", "gather", mla)) {
+    kernel["cache"]["latent"] = {{"kv_lora_rank", kRank}, {"rope_dim", kRope}};
+    kernel["params"] = noValueGatherParams(quantized);
     kernels.push_back(kernel);
   }
   return bundleJson(kernels);
@@ -100,6 +124,28 @@ protected:
     args.slot_mapping = slots.get();
     args.key_cache = latentCache.get();
     return args;
+  }
+  kvrt_gather_args kOnlyGatherArgs(HostTensor &keyOut) {
+    kvrt_gather_args args{};
+    args.kernel = "kv_konly_gather";
+    args.key_cache = keyCache.get();
+    args.slot_mapping = slots.get();
+    args.key_out = keyOut.get();
+    return args;
+  }
+  kvrt_gather_args mlaGatherArgs(HostTensor &keyOut) {
+    kvrt_gather_args args{};
+    args.kernel = "kv_mla_gather";
+    args.key_cache = latentCache.get();
+    args.slot_mapping = slots.get();
+    args.key_out = keyOut.get();
+    return args;
+  }
+  static HostTensor kOnlyOut() {
+    return HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  }
+  static HostTensor latentOut() {
+    return HostTensor::compact(bf16(), {kTokens, 1, kRank + kRope});
   }
   void expectRefused(kvrt_status status, const std::string &message) {
     EXPECT_EQ(status, KVRT_ERROR_INVALID_ARGUMENT);
@@ -199,6 +245,88 @@ TEST_F(LatentTest, KindMismatchNamesTheKind) {
   args.kernel = "kv_mla";
   EXPECT_NE(kvrt_append(bundle.get(), &args, nullptr), KVRT_SUCCESS);
   EXPECT_THAT(kvrt_last_error(), HasSubstr("kv_mla"));
+}
+
+// key_out is the only output: nothing stands in for value_out in the overlap
+// checks (a copy of key_out there once made every such gather overlap
+// itself).
+TEST_F(LatentTest, KOnlyGatherLaunchesWithoutV) {
+  HostTensor out = kOnlyOut();
+  kvrt_gather_args args = kOnlyGatherArgs(out);
+  ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  // Three buffers, then 2 sizes, 3 output and 4 cache strides.
+  const std::vector<int64_t> &p = recorded().params;
+  ASSERT_EQ(p.size(), 3u + 9);
+  EXPECT_EQ(p[0], reinterpret_cast<intptr_t>(keyCache.data()));
+  EXPECT_EQ(p[2], reinterpret_cast<intptr_t>(out.data()));
+  EXPECT_EQ(p[3], kTokens);
+  EXPECT_EQ(p[5], kHeads * kHeadDim);
+}
+
+TEST_F(LatentTest, LatentGatherLaunches) {
+  HostTensor out = latentOut();
+  kvrt_gather_args args = mlaGatherArgs(out);
+  ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(recorded().vectorCalls, 1);
+  const std::vector<int64_t> &p = recorded().params;
+  ASSERT_EQ(p.size(), 3u + 9);
+  EXPECT_EQ(p[0], reinterpret_cast<intptr_t>(latentCache.data()));
+  EXPECT_EQ(p[2], reinterpret_cast<intptr_t>(out.data()));
+  // The one head: a head stride of 0 in the cache.
+  EXPECT_EQ(p[5], kRank + kRope);
+  EXPECT_EQ(p[8], kBlockSize * (kRank + kRope));
+  EXPECT_EQ(p[9], 0);
+}
+
+// The same launch at new addresses moves the remembered plan (PlanCache's
+// rebase), which checks the written key_out against the other tensors
+// again, and against nothing standing in for value_out.
+TEST_F(LatentTest, NoValueGathersMoveToNewOutputs) {
+  for (bool latentCase : {false, true}) {
+    SCOPED_TRACE(latentCase ? "latent" : "K-only");
+    HostTensor first = latentCase ? latentOut() : kOnlyOut();
+    HostTensor second = latentCase ? latentOut() : kOnlyOut();
+    for (HostTensor *out : {&first, &second, &first}) {
+      kvrt_gather_args args =
+          latentCase ? mlaGatherArgs(*out) : kOnlyGatherArgs(*out);
+      ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+          << kvrt_last_error();
+      EXPECT_EQ(recorded().params[2], reinterpret_cast<intptr_t>(out->data()));
+    }
+  }
+}
+
+TEST_F(LatentTest, NoValueGatherStillRefusesAnOverlappingOutput) {
+  HostTensor out = kOnlyOut();
+  kvrt_gather_args args = kOnlyGatherArgs(out);
+  ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  // key_out over the cache's first rows: refused when planned anew, and when
+  // the remembered plan would move to it.
+  HostTensor overCache = keyCache.view(bf16(), {kTokens, kHeads, kHeadDim},
+                                       {kHeads * kHeadDim, kHeadDim, 1}, 0);
+  recorded() = Recorded();
+  args = kOnlyGatherArgs(overCache);
+  expectRefused(kvrt_gather(bundle.get(), &args, nullptr), "key_out");
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("key_cache"));
+}
+
+TEST_F(LatentTest, ValueOutGivenToNoValueGatherIsRefusedByName) {
+  HostTensor out = kOnlyOut(), other = kOnlyOut();
+  kvrt_gather_args args = kOnlyGatherArgs(out);
+  args.value_out = other.get();
+  expectRefused(kvrt_gather(bundle.get(), &args, nullptr),
+                "value_out: must be NULL: the kernel 'kv_konly_gather' has a "
+                "K-only cache");
+  HostTensor latentOutput = latentOut(), latentOther = latentOut();
+  args = mlaGatherArgs(latentOutput);
+  args.value_out = latentOther.get();
+  expectRefused(kvrt_gather(bundle.get(), &args, nullptr),
+                "value_out: must be NULL: the kernel 'kv_mla_gather' has a "
+                "latent (MLA) cache");
 }
 
 TEST(LatentManifest, KOnlyKernelListingVIsRefused) {

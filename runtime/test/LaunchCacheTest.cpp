@@ -286,6 +286,56 @@ TEST_F(LaunchTest, RebasedGatherKeepsOnlyWhatItWritesDisjoint) {
   EXPECT_EQ(calls(), 2) << "a refused launch ran a kernel";
 }
 
+// A gather of a cache without V writes key_out alone: its plan holds no
+// stand-in for value_out that a rebase could find key_out overlapping.
+TEST_F(LaunchTest, RebasedKOnlyGatherMovesKeyOut) {
+  std::vector<json> kernels;
+  for (json kernel : describe("kv_konly_gather", "gather")) {
+    kernel["cache"]["k_only"] = true;
+    kernel["params"] = {"key_cache",
+                        "slot_mapping",
+                        "key_out",
+                        "num_tokens",
+                        "num_blocks",
+                        "key_out_stride_token",
+                        "key_out_stride_head",
+                        "key_out_stride_dim",
+                        "key_cache_stride_block",
+                        "key_cache_stride_head",
+                        "key_cache_stride_pos",
+                        "key_cache_stride_dim"};
+    kernels.push_back(kernel);
+  }
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(load(bundleJson(kernels), &raw), KVRT_SUCCESS) << kvrt_last_error();
+  bundle.reset(raw);
+  registerRecorders(raw);
+  HostTensor keyOut = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  kvrt_gather_args args = {};
+  args.key_cache = keyCache.get();
+  args.slot_mapping = slots.get();
+  args.key_out = keyOut.get();
+  ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  HostTensor moved = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
+  args.key_out = moved.get();
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(kvrt_gather(bundle.get(), &args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  EXPECT_EQ(recorded().params[2],
+            static_cast<int64_t>(reinterpret_cast<uintptr_t>(moved.data())));
+  // Onto the cache it reads: no rebase, and planning's refusal.
+  HostTensor onCache = keyCache.view(bf16(), {kTokens, kHeads, kHeadDim},
+                                     {kHeads * kHeadDim, kHeadDim, 1}, 0);
+  args.key_out = onCache.get();
+  EXPECT_EQ(kvrt_gather(bundle.get(), &args, nullptr),
+            KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(), HasSubstr("key_out: overlaps key_cache"));
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  EXPECT_EQ(calls(), 2) << "a refused launch ran a kernel";
+}
+
 TEST_F(LaunchCacheTest, ChangedByteOffsetIsValidatedAgain) {
   launchTwice();
   slots.get()->byte_offset = 3; // misaligned int64

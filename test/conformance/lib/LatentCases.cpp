@@ -5,6 +5,13 @@
 // quantized and stored at the slot's place in the cache; everything else
 // keeps its poison. Slots < 0 and blocks past the cache write nothing.
 //
+// A gather of such a cache is the same loop the other way: each row i of
+// key_out with a slot the append would write becomes that slot's entry,
+// dequantized (x = float(q) * s) or converted to the output dtype; the rows
+// of padding (slots < 0) and of slots past the cache keep their poison, as
+// for a gather of K and V (Cases.cpp). The cache, the slots and the scales
+// stay as they were.
+//
 //===----------------------------------------------------------------------===//
 
 #include "conformance/LatentCases.h"
@@ -55,6 +62,17 @@ struct Spec {
   /// Launch in kvrt's checked mode, which must refuse the bad block id.
   bool checked = false;
   /// The refusal must name this.
+  std::string message;
+};
+
+/// What a gather case launches with, besides its slots.
+struct GatherSpec {
+  kvrt_variant variant = KVRT_VARIANT_AUTO;
+  /// key_out's rows are this many elements longer than a token's heads:
+  /// a view into wider rows.
+  int64_t rowPad = 0;
+  /// Pass a value_out, which a cache without V refuses by name.
+  bool giveValueOut = false;
   std::string message;
 };
 
@@ -110,6 +128,17 @@ public:
   bool run(const std::vector<int64_t> &slots, const Spec &spec,
            std::string &failure);
   bool runFused(const Spec &spec, std::string &failure);
+
+  /// Rows read back: real slots, padding (-1, -5), a block just past the
+  /// cache, one far past it, and a slot read twice.
+  std::vector<int64_t> scatteredSlots() {
+    std::vector<int64_t> real = decodeSlots();
+    int64_t end = numBlocks() * desc.blockSize;
+    return {real[0], -1,      real[1], real[2], end,
+            real[3], real[0], -5,      real[4], int64_t(1) << 40};
+  }
+  bool runGather(const std::vector<int64_t> &slots, const GatherSpec &spec,
+                 std::string &failure);
 
 private:
   bool launch(const std::vector<int64_t> &slots, const Spec &spec,
@@ -504,6 +533,185 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
   return false;
 }
 
+bool Runner::runGather(const std::vector<int64_t> &slots,
+                       const GatherSpec &spec, std::string &failure) {
+  Backend &backend = env.backend;
+  DLDevice device = backend.device();
+  int64_t rows = static_cast<int64_t>(slots.size());
+  int64_t heads = desc.numKvHeads, dim = desc.headDim;
+  size_t cacheBytes = dtypeBytes(desc.cacheDtype);
+  size_t outBytes = dtypeBytes(desc.outputDtype);
+
+  // The cache holds arbitrary bytes (its poison), as a K/V gather reads.
+  std::vector<int64_t> cacheDims =
+      desc.latent() ? std::vector<int64_t>{numBlocks(), desc.blockSize, dim}
+                    : cacheShape(desc, CacheSide::Key, numBlocks());
+  TensorView cacheView =
+      TensorView::compact(nullptr, desc.cacheDtype, cacheDims);
+  int64_t cacheElems = 1;
+  for (int64_t extent : cacheDims)
+    cacheElems *= extent;
+  std::vector<unsigned char> cache(static_cast<size_t>(cacheElems) *
+                                   cacheBytes);
+  fillPoison(cache.data(), cache.size(), env.rng());
+  cacheView.data = cache.data();
+
+  // Static scales (a cache without V has no dynamic form).
+  std::vector<float> scales;
+  std::vector<int64_t> scaleShape;
+  if (desc.quant) {
+    scaleShape = staticScaleShape(desc, rows, numBlocks());
+    int64_t count = 1;
+    for (int64_t extent : scaleShape)
+      count *= extent;
+    for (int64_t i = 0; i < count; ++i)
+      scales.push_back(std::ldexp(1.0f + uniform(0, 7) / 8.0f,
+                                  static_cast<int>(uniform(-4, 2))));
+  }
+
+  // key_out: poisoned rows of `rowElems`; the expected image starts as the
+  // same poison.
+  int64_t rowElems = heads * dim + spec.rowPad;
+  size_t outSize = static_cast<size_t>(rows * rowElems) * outBytes;
+  std::vector<unsigned char> expected(outSize), got(outSize);
+  fillPoison(expected.data(), outSize, env.rng());
+
+  DeviceBuffer cacheBuf(backend, cache.size()),
+      slotBuf(backend, slots.size() * 8 + 8),
+      scaleBuf(backend, scales.size() * 4 + 4), outBuf(backend, outSize + 16),
+      otherBuf(backend, outSize + 16);
+  if (!cacheBuf.valid() || !slotBuf.valid() || !scaleBuf.valid() ||
+      !outBuf.valid() || !otherBuf.valid() ||
+      !backend.copyToDevice(cacheBuf.get(), cache.data(), cache.size()) ||
+      !backend.copyToDevice(slotBuf.get(), slots.data(), slots.size() * 8) ||
+      !backend.copyToDevice(scaleBuf.get(), scales.data(), scales.size() * 4) ||
+      !backend.copyToDevice(outBuf.get(), expected.data(), outSize)) {
+    failure = "device buffers: " + backend.lastError();
+    return false;
+  }
+  DLDataType outType = toDLDataType(desc.outputDtype);
+  TensorArg cacheArg(cacheBuf.get(), 0, device, toDLDataType(desc.cacheDtype),
+                     cacheDims, TensorView::compactStrides(cacheDims));
+  TensorArg slotArg(slotBuf.get(), 0, device, int64Type(), {rows}, {1});
+  TensorArg outArg(outBuf.get(), 0, device, outType, {rows, heads, dim},
+                   {rowElems, dim, 1});
+  TensorArg other(otherBuf.get(), 0, device, outType, {rows, heads, dim},
+                  {rowElems, dim, 1});
+  TensorArg scaleArg;
+  if (desc.quant)
+    scaleArg = TensorArg(scaleBuf.get(), 0, device, {kDLFloat, 32, 1},
+                         scaleShape, TensorView::compactStrides(scaleShape));
+
+  kvrt_gather_args args{};
+  args.kernel = desc.name.c_str();
+  args.key_cache = cacheArg.get();
+  args.slot_mapping = slotArg.get();
+  args.key_out = outArg.get();
+  args.value_out = spec.giveValueOut ? other.get() : nullptr;
+  args.variant = spec.variant;
+  args.key_scale = scaleArg.get();
+  kvrt_status status = kvrt_gather(env.bundle, &args, backend.stream());
+
+  bool refused = spec.giveValueOut;
+  if (refused) {
+    std::string message = kvrt_last_error();
+    if (status != KVRT_ERROR_INVALID_ARGUMENT) {
+      failure =
+          std::string("kvrt should have refused the gather, it returned ") +
+          kvrt_status_name(status);
+      return false;
+    }
+    if (message.find(spec.message) == std::string::npos) {
+      failure = "the refusal should name \"" + spec.message + "\", it says \"" +
+                message + "\"";
+      return false;
+    }
+  } else if (status != KVRT_SUCCESS) {
+    failure = std::string("kvrt_gather: ") + kvrt_status_name(status) + ": " +
+              kvrt_last_error();
+    return false;
+  } else {
+    // The reference: a plain loop over rows and elements.
+    for (int64_t i = 0; i < rows; ++i) {
+      int64_t slot = slots[i];
+      if (slot < 0 || slot / desc.blockSize >= numBlocks())
+        continue;
+      int64_t block = slot / desc.blockSize, pos = slot % desc.blockSize;
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t d = 0; d < dim; ++d) {
+          Index index;
+          if (desc.latent()) {
+            index.values = {block, pos, d, 0, 0};
+            index.rank = 3;
+          } else {
+            index = cacheIndex(desc, CacheSide::Key, block, h, pos, d);
+          }
+          uint32_t bits =
+              loadBits(cacheView.elementPointer(index), desc.cacheDtype);
+          float value =
+              desc.quant
+                  ? dequantize(desc.quant->kind, static_cast<uint8_t>(bits),
+                               scales[staticScaleIndex(desc, i, h, block)])
+                  : elementToFloat(bits, desc.cacheDtype);
+          storeBits(expected.data() + (i * rowElems + h * dim + d) * outBytes,
+                    desc.outputDtype, floatToElement(value, desc.outputDtype));
+        }
+    }
+  }
+  if (!backend.synchronize() ||
+      (outSize > 0 && !backend.copyToHost(got.data(), outBuf.get(), outSize))) {
+    failure = "reading key_out back: " + backend.lastError();
+    return false;
+  }
+  env.bytesCompared += static_cast<int64_t>(outSize);
+  // Bit for bit, except that a NaN the gather wrote matches any NaN: a
+  // cache of arbitrary bytes holds NaNs, and their payloads are not part
+  // of the contract (as for a K/V gather). What it must leave is exact.
+  auto written = [&](int64_t row, int64_t inRow) {
+    int64_t slot = slots[row];
+    return !refused && inRow < heads * dim && slot >= 0 &&
+           slot / desc.blockSize < numBlocks();
+  };
+  std::ostringstream os;
+  int shown = 0;
+  int64_t differing = 0;
+  for (size_t e = 0; e < outSize / outBytes; ++e) {
+    const unsigned char *want = expected.data() + e * outBytes;
+    const unsigned char *have = got.data() + e * outBytes;
+    if (std::memcmp(want, have, outBytes) == 0)
+      continue;
+    int64_t row = static_cast<int64_t>(e) / rowElems;
+    int64_t inRow = static_cast<int64_t>(e) % rowElems;
+    uint32_t wantBits = loadBits(want, desc.outputDtype);
+    uint32_t gotBits = loadBits(have, desc.outputDtype);
+    if (written(row, inRow) &&
+        std::isnan(elementToFloat(wantBits, desc.outputDtype)) &&
+        std::isnan(elementToFloat(gotBits, desc.outputDtype)))
+      continue;
+    ++differing;
+    if (shown++ >= env.maxShown)
+      continue;
+    os << " [row " << row << " (slot " << slots[row] << ")";
+    if (inRow < heads * dim)
+      os << " head " << inRow / dim << " d " << inRow % dim;
+    else
+      os << " padding element " << inRow - heads * dim;
+    os << ": got 0x" << std::hex << gotBits << " want 0x" << wantBits
+       << std::dec << (written(row, inRow) ? "" : ", not to be written") << "]";
+  }
+  if (differing > 0) {
+    failure = std::to_string(differing) + " key_out elements differ" +
+              (refused ? " after a refused gather" : "") + ":" + os.str();
+    return false;
+  }
+  env.bytesCompared +=
+      static_cast<int64_t>(cache.size() + slots.size() * 8 + scales.size() * 4);
+  return checkUnchanged(backend, cache, cacheBuf.get(), "the cache", failure) &&
+         checkUnchanged(backend, slots, slotBuf.get(), "slot_mapping",
+                        failure) &&
+         checkUnchanged(backend, scales, scaleBuf.get(), "key_scale", failure);
+}
+
 } // namespace
 
 std::vector<LatentCase> latentCases(const Description &desc, bool wide) {
@@ -525,6 +733,32 @@ std::vector<LatentCase> latentCases(const Description &desc, bool wide) {
                        }
                      }});
   };
+  if (desc.kind == Kind::Gather) {
+    auto gather = [&](std::string name, GatherSpec spec, int which) {
+      cases.push_back({std::move(name),
+                       [spec, which](LatentCaseEnv &env, std::string &failure) {
+                         Runner runner(env);
+                         std::vector<int64_t> slots;
+                         if (which == 0)
+                           slots = runner.scatteredSlots();
+                         else if (which == 1)
+                           slots = runner.prefillSlots();
+                         return runner.runGather(slots, spec, failure);
+                       }});
+    };
+    GatherSpec scalarGather, padded, valueOut;
+    scalarGather.variant = KVRT_VARIANT_SCALAR;
+    padded.rowPad = 8;
+    valueOut.giveValueOut = true;
+    valueOut.message = "value_out: must be NULL";
+    gather("scattered/auto", GatherSpec(), 0);
+    gather("scattered/scalar", scalarGather, 0);
+    gather("padded_out/auto", padded, 0);
+    gather("prefill/auto", GatherSpec(), 1);
+    gather("empty/auto", GatherSpec(), 2);
+    gather("value_out_refused", valueOut, 0);
+    return cases;
+  }
   Spec scalar, vector, shared, odd, oddVector, wideSpec;
   scalar.variant = KVRT_VARIANT_SCALAR;
   vector.variant = KVRT_VARIANT_VECTOR;

@@ -4,7 +4,9 @@
 // indexer's keys), and DeepSeek-style MLA latent caches whose entry is
 // kv_c followed by k_pe. The latent sizes include DeepSeek-V3's (512, 64),
 // a smaller (128, 32) and a latent that is not a power of two (448 + 64),
-// at block sizes 1, 16, 64 and 528.
+// at block sizes 1, 16, 64 and 528. Gathers read both kinds of cache back:
+// K-only caches on four layouts (one int8, one fp8 per_token), latent caches
+// unquantized and fp8.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +66,27 @@ Description mla(int64_t blockSize, int64_t kvLoraRank, int64_t ropeDim,
   return d;
 }
 
+/// A gather of a K-only or latent description: its cache, read back into
+/// `output`.
+Description gatherOf(Description cache, DType output) {
+  Description d = std::move(cache);
+  d.kind = Kind::Gather;
+  d.sourceDtype = DType::F32;
+  d.outputDtype = output;
+  std::ostringstream os;
+  if (d.latent())
+    os << "mla_gather_bs" << d.blockSize << "_" << d.kvLoraRank << "_"
+       << d.ropeDim;
+  else
+    os << "konly_gather_" << layoutName(d.layout)
+       << (d.layout == Layout::Contiguous ? "_msl" : "_bs") << d.blockSize
+       << "_h" << d.numKvHeads << "_d" << d.headDim;
+  os << "_" << (d.quant ? d.quant->tag() : std::string(dtypeName(d.cacheDtype)))
+     << "_to_" << dtypeName(output);
+  d.name = os.str();
+  return d;
+}
+
 } // namespace
 
 std::vector<Description> latentMatrix() {
@@ -111,6 +134,32 @@ std::vector<Description> latentMatrix() {
   fused(3, 128, 32, DType::F32, DType::BF16);
   fused(528, 448, 64, DType::F16, DType::F16);
   fused(16, 512, 64, DType::BF16, DType::F8E4M3, fp8);
+
+  // Gathers: the caches above read back (the source dtype is unused).
+  m.push_back(gatherOf(kOnlyAppend(Kind::Append, Layout::PagedNHD, 16, 8, 128,
+                                   DType::F32, DType::BF16),
+                       DType::F32));
+  m.push_back(gatherOf(kOnlyAppend(Kind::Append, Layout::PagedHND, 48, 3, 64,
+                                   DType::F32, DType::F16),
+                       DType::F16));
+  m.push_back(gatherOf(kOnlyAppend(Kind::Append, Layout::VllmVectorized, 16, 1,
+                                   128, DType::F32, DType::BF16),
+                       DType::BF16));
+  m.push_back(gatherOf(kOnlyAppend(Kind::Append, Layout::Contiguous, 100, 2, 64,
+                                   DType::F32, DType::F32),
+                       DType::BF16));
+  m.push_back(gatherOf(kOnlyAppend(Kind::Append, Layout::PagedHND, 16, 2, 64,
+                                   DType::F32, DType::I8, int8),
+                       DType::F32));
+  m.push_back(
+      gatherOf(kOnlyAppend(Kind::Append, Layout::PagedNHD, 16, 4, 128,
+                           DType::F32, DType::F8E4M3,
+                           QuantSpec{QuantKind::FP8E4M3, Granularity::PerToken,
+                                     ScaleMode::Static, false}),
+               DType::BF16));
+  m.push_back(gatherOf(mla(16, 512, 64, DType::F32, DType::BF16), DType::F32));
+  m.push_back(
+      gatherOf(mla(16, 448, 64, DType::F32, DType::F8E4M3, fp8), DType::BF16));
   return m;
 }
 
