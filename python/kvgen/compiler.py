@@ -149,6 +149,10 @@ def _cache_root(cache):
     """The cache folder to use, refused (CacheError) when it exists and is
     not a folder."""
     root = os.fspath(cache) if cache is not None else cache_dir()
+    if not root:
+        # "" would be the working directory, unasked.
+        raise errors.CacheError("the kernel cache folder is an empty path",
+                                root)
     what = ("KVGEN_CACHE_DIR=%s" % root if cache is None and
             os.environ.get("KVGEN_CACHE_DIR") else "the kernel cache %s"
             % root)

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import textwrap
@@ -63,7 +62,7 @@ def _entry(cache, target="host", **fields):
     return os.path.dirname(path), path
 
 
-# Truncated host objects: SIGBUS inside dlopen before ---------------------------
+# Truncated host objects: SIGBUS inside dlopen before -------------------------
 
 def test_truncated_kernels_so_in_the_cache(compiler_path, tmp_path):
     cache = tmp_path / "cache"
@@ -93,7 +92,7 @@ def test_truncated_shared_object_given_to_bundle_load(compiler_path,
         assert str(cut) in out and "truncated" in out, out
 
 
-# Entries that are not whole -----------------------------------------------------
+# Entries that are not whole --------------------------------------------------
 
 def test_temporary_folder_is_never_an_entry(compiler_path, tmp_path):
     cache = tmp_path / "cache"
@@ -113,10 +112,9 @@ def test_temporary_folder_is_never_an_entry(compiler_path, tmp_path):
 def test_compiler_that_writes_nothing(compiler_path, tmp_path, monkeypatch):
     monkeypatch.setenv("KVGEN_COMPILER", "/bin/true")
     cache = tmp_path / "cache"
-    with pytest.raises(kvgen.CompilerFailedError, match="kernels.so is missing"):
+    with pytest.raises(kvgen.CompilerFailedError,
+                       match="kernels.so is missing"):
         kvgen.compile(target="host", cache=cache, **FIELDS)
-    desc_dir = os.path.dirname(os.path.dirname(
-        os.path.join(str(cache), "host-x", "d", "e")))
     # No entry was left behind.
     for root, dirs, files in os.walk(cache):
         assert "compiler.txt" not in files, root
@@ -219,7 +217,7 @@ def test_gpu_entry_of_another_chip_is_not_taken(compiler_path, tmp_path):
     assert out.startswith("refused CacheError") and "gpu-sm_80" in out, out
 
 
-# The compiler crashing, or the disk failing -------------------------------------
+# The compiler crashing, or the disk failing ----------------------------------
 
 def _fake_compiler(tmp_path, body):
     """A script that answers --version as kvgen does and runs `body` for a
@@ -286,7 +284,7 @@ def test_a_real_refusal_is_still_compiler_error(compiler_path, tmp_path):
                       **dict(FIELDS, head_dim=0))
 
 
-# The cache folder itself -------------------------------------------------------
+# The cache folder itself -----------------------------------------------------
 
 def test_cache_dir_that_is_a_file(compiler_path, tmp_path, monkeypatch):
     path = tmp_path / "file"
@@ -298,6 +296,11 @@ def test_cache_dir_that_is_a_file(compiler_path, tmp_path, monkeypatch):
     monkeypatch.setenv("KVGEN_CACHE_DIR", str(path / "below"))
     with pytest.raises(kvgen.CacheError, match="below") as e:
         kvgen.compile(target="host", **FIELDS)
+
+
+def test_cache_dir_that_is_empty_is_refused(compiler_path):
+    with pytest.raises(kvgen.CacheError, match="empty path"):
+        kvgen.compile(target="host", cache="", **FIELDS)
 
 
 @pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.EPERM])

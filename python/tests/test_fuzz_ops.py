@@ -67,7 +67,7 @@ def fuzz_cache(tmp_path_factory):
     return cache
 
 
-# Tensors ----------------------------------------------------------------------
+# Tensors ---------------------------------------------------------------------
 
 class Buf:
     """A NumPy array of raw bytes every tensor of a call is a view of, so
@@ -287,8 +287,10 @@ def _mutate(rng, t, written, what, must):
         must.append("not a tensor")
         return t
     if what == "rank" and v.ndim:
+        # One axis more, never fewer: two of these in a row must not undo
+        # each other.
         w = v.reshape(v.shape + (1,)) if rng.integers(2) else \
-            v.reshape(-1) if v.ndim > 1 else v.reshape(1, -1)
+            v.reshape((1,) + v.shape)
         must.append("rank")
         return T(w if t.kind != "bf16" else Producer(w, "bf16"), w, t.kind,
                  t.buf)
@@ -302,7 +304,7 @@ def _mutate(rng, t, written, what, must):
     return None  # no change
 
 
-# The reference --------------------------------------------------------------------
+# The reference ---------------------------------------------------------------
 
 def _f32_to(kind, x):
     if kind == "f16":
@@ -337,7 +339,7 @@ def _slot_rows(slots, nb, bs):
         yield i, s // bs, s % bs
 
 
-# One call ---------------------------------------------------------------------------
+# One call --------------------------------------------------------------------
 
 class Stats:
     def __init__(self):

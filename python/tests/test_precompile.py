@@ -87,7 +87,8 @@ BAD_CONFIGS = [
     (json.dumps({"text_config": {"num_attention_heads": -1}}),
      "num_attention_heads is -1"),
     (_with(kv_lora_rank=-512, qk_rope_head_dim=64), "kv_lora_rank is -512"),
-    (_with(kv_lora_rank="512", qk_rope_head_dim=64), "kv_lora_rank is \"512\""),
+    (_with(kv_lora_rank="512", qk_rope_head_dim=64),
+     "kv_lora_rank is \"512\""),
     (_with(kv_lora_rank=512), "qk_rope_head_dim is missing"),
     (_with(kv_lora_rank=512, qk_rope_head_dim=0), "qk_rope_head_dim is 0"),
 ]

@@ -5,7 +5,6 @@ with kvgen.InvalidArgumentError (never a raw ValueError, TypeError or
 AttributeError, never a crash) and nothing is written."""
 
 import ctypes
-import mmap
 import os
 import subprocess
 import sys
@@ -240,7 +239,7 @@ def test_versioned_dlpack_read_only_and_copies_are_refused_for_writes(args):
     assert (kc[0, 1] == key[0]).all()
 
 
-# Arguments of the wrong type --------------------------------------------------
+# Arguments of the wrong type -------------------------------------------------
 
 @pytest.mark.parametrize("bad", [["auto"], {"auto": 1}, None, 8, b"auto"])
 def test_kv_cache_dtype_of_the_wrong_type_is_invalid_argument(args, bad):
@@ -300,7 +299,7 @@ def test_numpy_scalar_is_not_taken_as_an_array(args):
              np.int64(3), match="slot_mapping")
 
 
-# torch (skipped without it) ---------------------------------------------------
+# torch (skipped without it) --------------------------------------------------
 
 def test_sparse_and_meta_torch_tensors_are_invalid_argument(args):
     torch = pytest.importorskip("torch")
