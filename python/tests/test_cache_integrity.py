@@ -104,6 +104,12 @@ def test_temporary_folder_is_never_an_entry(compiler_path, tmp_path):
     shutil.copytree(os.path.dirname(other), tmp)
     os.utime(os.path.join(tmp, "kernels.so"))
     assert _run(cache, None) == "ran " + so
+    # A whole one (killed between its manifest and the rename), newer: still
+    # not an entry.
+    whole = os.path.join(os.path.dirname(entry), ".tmp-whole")
+    shutil.copytree(entry, whole)
+    os.utime(os.path.join(whole, "manifest.json"), (2e9, 2e9))
+    assert _run(cache, None) == "ran " + so
     shutil.rmtree(entry)
     out = _run(cache, None)
     assert out.startswith("refused KernelNotAvailableError"), out
