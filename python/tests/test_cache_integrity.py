@@ -212,6 +212,43 @@ def test_host_object_in_a_gpu_entry_is_not_taken(compiler_path, tmp_path):
     assert _run(cache, compiler_path, "gpu").startswith("ran " + path)
 
 
+def _rewrite_manifest(entry, name):
+    """Makes manifest.json agree with the file `name` as it is now."""
+    import hashlib
+    path = os.path.join(entry, "manifest.json")
+    manifest = json.load(open(path))
+    data = open(os.path.join(entry, name), "rb").read()
+    manifest["files"][name] = {"size": len(data),
+                               "sha256": hashlib.sha256(data).hexdigest()}
+    json.dump(manifest, open(path, "w"))
+
+
+@pytest.mark.parametrize("target", ["gpu", "host"])
+def test_loaded_bundle_must_hold_the_descriptions_kernels(compiler_path,
+                                                          tmp_path, target):
+    # Another description's artifact with a manifest that agrees with it:
+    # only the loaded bundle's kernels tell.
+    cache = tmp_path / "cache"
+    entry, path = _entry(cache, target)
+    _, other = _entry(cache, target, **OTHER)
+    shutil.copy(other, path)
+    _rewrite_manifest(entry, os.path.basename(path))
+    out = _run(cache, None, target)
+    assert out.startswith("refused CacheError"), out
+    assert "does not hold the kernels it is filed for" in out
+    assert "head_dim 64, not 32" in out
+    out = _run(cache, compiler_path, target)
+    if target == "gpu":
+        # Rebuilt where the compiler is, and loaded.
+        assert out.startswith("ran " + path), out
+    else:
+        # Rebuilt on disk, but the process that loaded the wrong object
+        # keeps it (the dynamic loader hands back a loaded path's object):
+        # refused there, and the next process loads the rebuilt one.
+        assert out.startswith("refused CacheError"), out
+    assert _run(cache, None, target).startswith("ran " + path)
+
+
 def test_gpu_entry_of_another_chip_is_not_taken(compiler_path, tmp_path):
     cache = tmp_path / "cache"
     entry, path = _entry(cache, "gpu")
