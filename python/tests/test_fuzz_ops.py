@@ -419,7 +419,13 @@ def one_call(rng, stats, torch=None):
         i = int(rng.integers(len(tensors)))
         t = tensors[i]
         if isinstance(t.obj, np.ndarray) and t.obj.dtype.isnative:
-            tt = torch.from_numpy(t.obj) if t.obj.flags.writeable else None
+            try:
+                # torch refuses negative strides and read-only arrays'
+                # writes; such a tensor stays a NumPy array.
+                tt = (torch.from_numpy(t.obj) if t.obj.flags.writeable else
+                      None)
+            except (ValueError, RuntimeError, TypeError):
+                tt = None
             if tt is not None:
                 how = pick(rng, ["as-is", "sparse", "csr", "meta", "t"])
                 events.append("torch-" + how)
