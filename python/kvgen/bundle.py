@@ -47,6 +47,23 @@ _PT_LOAD = 1
 _ET_DYN = 3
 
 
+def _refuse_special_file(path):
+    """Raises BundleIOError for a FIFO, a device or a socket: reading one
+    blocks or never ends (/dev/zero). Missing files and folders are left to
+    kvrt, which names them."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return
+    kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if
+            stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+            "not a regular file")
+    raise errors.BundleIOError(
+        "cannot read bundle '%s': it is %s, not a bundle file" % (path, kind))
+
+
 def check_shared_object(path):
     """None if `path` is a regular file holding a whole ELF shared object
     (every program header, segment and section header table inside the
@@ -206,6 +223,7 @@ class Bundle:
     def load(cls, path):
         """Loads a bundle JSON file or a host shared object (by content)."""
         path = os.fspath(path)
+        _refuse_special_file(path)
         try:
             with open(path, "rb") as f:
                 head = f.read(4)
@@ -219,6 +237,7 @@ class Bundle:
     def load_json_file(cls, path):
         """Loads a bundle JSON file (never a shared object)."""
         path = os.fspath(path)
+        _refuse_special_file(path)
         k = _kvrt.lib()
         handle = ctypes.c_void_p()
         _kvrt.check(k.bundle_load_file(path.encode(), ctypes.byref(handle)))

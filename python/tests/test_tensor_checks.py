@@ -314,3 +314,20 @@ def test_sparse_and_meta_torch_tensors_are_invalid_argument(args):
              torch.empty(3, dtype=torch.int64, device="meta"),
              match="slot_mapping")
     assert torch.equal(kc, before)
+
+
+# Bundle files that are no files ------------------------------------------
+
+def test_bundle_load_refuses_fifos_and_devices(tmp_path):
+    fifo = tmp_path / "bundle.json"
+    os.mkfifo(fifo)
+    # Before, each blocked (the FIFO) or read without end (/dev/zero): a
+    # subprocess with a time limit.
+    code = ("import kvgen, sys\ntry:\n kvgen.Bundle.load(sys.argv[1])\n"
+            "except kvgen.BundleIOError as e:\n print(e)\n")
+    for path, word in ((str(fifo), "a FIFO"), ("/dev/zero", "a device")):
+        out = subprocess.run([sys.executable, "-c", code, path], text=True,
+                             capture_output=True, cwd=PYTHON_DIR, timeout=60)
+        assert path in out.stdout and word in out.stdout, out.stderr
+    with pytest.raises(kvgen.BundleIOError, match="a device"):
+        kvgen.Bundle.load_json_file("/dev/zero")
