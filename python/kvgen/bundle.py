@@ -49,8 +49,12 @@ _ET_DYN = 3
 
 def _refuse_special_file(path):
     """Raises BundleIOError for a FIFO, a device or a socket: reading one
-    blocks or never ends (/dev/zero). Missing files and folders are left to
-    kvrt, which names them."""
+    blocks or never ends (/dev/zero); InvalidArgumentError for a path with
+    a NUL byte (kvrt would read the path cut at it). Missing files and
+    folders are left to kvrt, which names them."""
+    if "\0" in path:
+        raise errors.InvalidArgumentError(
+            "path: %r contains a NUL byte" % (path,))
     try:
         st = os.stat(path)
     except (OSError, ValueError):

@@ -17,6 +17,7 @@ its target and takes the newest entry, whichever compiler made it.
 import errno
 import hashlib
 import json
+import numbers
 import os
 import platform
 import re
@@ -54,6 +55,15 @@ def _dtype(value, allowed, what):
         raise ValueError("%s: %r is not one of %s" % (what, value,
                                                       ", ".join(allowed)))
     return name
+
+
+def _integer(value, what):
+    """`value` as an int, refused (ValueError) when it is not an integer: a
+    16.5 would otherwise become 16 without a word. The compiler checks the
+    range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError("%s: expected an integer, got %r" % (what, value))
+    return int(value)
 
 
 def normalize_quant(quant, cache_dtype=None):
@@ -108,11 +118,13 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
         cache = _dtype(cache_dtype, list(_CACHE_DTYPES.values()),
                        "cache_dtype")
     if max_seq_len:
-        extent = "max_seq_len = %d" % int(max_seq_len)
+        extent = "max_seq_len = %d" % _integer(max_seq_len, "max_seq_len")
     else:
-        extent = "block_size = %d" % int(block_size)
+        extent = "block_size = %d" % _integer(block_size, "block_size")
     text = ("!kv.cache<layout = %s, %s, num_kv_heads = %d, head_dim = %d, "
-            "dtype = %s" % (layout, extent, int(num_kv_heads), int(head_dim),
+            "dtype = %s" % (layout, extent,
+                            _integer(num_kv_heads, "num_kv_heads"),
+                            _integer(head_dim, "head_dim"),
                             cache))
     if q:
         text += (", quant = #kv.quant<kind = %s, granularity = %s, mode = %s>"
@@ -122,7 +134,8 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
             raise ValueError("a latent cache needs both kv_lora_rank and "
                              "rope_dim")
         text += (", latent = #kv.latent<kv_lora_rank = %d, rope_dim = %d>"
-                 % (int(kv_lora_rank), int(rope_dim)))
+                 % (_integer(kv_lora_rank, "kv_lora_rank"),
+                    _integer(rope_dim, "rope_dim")))
     text += ">"
     lines = ["module {"]
     for k in kernels:

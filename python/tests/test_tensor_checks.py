@@ -331,3 +331,21 @@ def test_bundle_load_refuses_fifos_and_devices(tmp_path):
         assert path in out.stdout and word in out.stdout, out.stderr
     with pytest.raises(kvgen.BundleIOError, match="a device"):
         kvgen.Bundle.load_json_file("/dev/zero")
+
+
+def test_bundle_path_with_a_nul_is_refused(compiler_path, tmp_path):
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="f16", target="gpu")
+    # Before, kvrt loaded the file named by the path cut at the NUL.
+    for load in (kvgen.Bundle.load, kvgen.Bundle.load_json_file):
+        with pytest.raises(kvgen.InvalidArgumentError, match="NUL"):
+            load(b.source + "\0.evil")
+
+
+@pytest.mark.parametrize("field", ["block_size", "num_kv_heads", "head_dim"])
+def test_describe_refuses_non_integers(field):
+    # Before, 16.5 became 16.
+    for bad in (16.5, "16", True, None):
+        with pytest.raises(ValueError, match=field):
+            kvgen.describe(**{field: bad})
+    assert "%s = 16" % field in kvgen.describe(**{field: np.int64(16)})
