@@ -15,7 +15,8 @@ __dlpack__. See docs/PYTHON.md.
 from . import errors, ops
 from .bundle import Bundle
 from .compiler import cache_dir, compile, describe, find_compiler
-from .errors import (BundleIOError, CompilerError, CompilerNotFoundError,
+from .errors import (BundleIOError, CacheError, CompilerError,
+                     CompilerFailedError, CompilerNotFoundError,
                      DriverError, InternalError, InvalidArgumentError,
                      InvalidBundleError, KernelNotAvailableError, KvgenError,
                      KvrtError, LibraryNotFoundError, NoDeviceError,
@@ -30,5 +31,6 @@ __all__ = [
     "InvalidBundleError", "NotFoundError", "NoDriverError", "NoDeviceError",
     "UnsupportedDeviceError", "DriverError", "BundleIOError", "InternalError",
     "OutOfMemoryError", "LibraryNotFoundError", "CompilerError",
-    "CompilerNotFoundError", "KernelNotAvailableError",
+    "CompilerNotFoundError", "KernelNotAvailableError", "CompilerFailedError",
+    "CacheError",
 ]

@@ -10,6 +10,7 @@ against the manifest before it launches anything.
 import ctypes
 import json
 import os
+import stat
 import struct
 import sys
 
@@ -30,20 +31,129 @@ _MLA_FUSED_ARGS = struct.Struct("<7Qi4xQ")
 
 _ELF_MAGIC = b"\x7fELF"
 
+# What an append writes: the caches, and a dynamic description's scale
+# caches.
+_WRITES_CACHES = ("key_cache", "value_cache", "key_scale_cache",
+                  "value_scale_cache")
+
 # Packed launches a bundle remembers before it forgets them all: an eager
 # loop reuses a handful (one per layer's cache), a varying batch a few more.
 _PACKED_ENTRIES = 256
 
 
+# ELF identification and the headers' fields the check reads.
+_ELF_CLASSES = {1: (52, 32, "I"), 2: (64, 56, "Q")}
+_PT_LOAD = 1
+_ET_DYN = 3
+
+
+def _refuse_special_file(path):
+    """Raises BundleIOError for a FIFO, a device or a socket: reading one
+    blocks or never ends (/dev/zero); InvalidArgumentError for a path with
+    a NUL byte (kvrt would read the path cut at it). Missing files and
+    folders are left to kvrt, which names them."""
+    if "\0" in path:
+        raise errors.InvalidArgumentError(
+            "path: %r contains a NUL byte" % (path,))
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return
+    kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if
+            stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+            "not a regular file")
+    raise errors.BundleIOError(
+        "cannot read bundle '%s': it is %s, not a bundle file" % (path, kind))
+
+
+def check_shared_object(path):
+    """None if `path` is a regular file holding a whole ELF shared object
+    (every program header, segment and section header table inside the
+    file), else what is wrong, in words. A check of the layout only: what
+    dlopen would map, so that a truncated or cut file is refused instead of
+    faulting the process."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        return "cannot open it: %s" % (e.strerror or e)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "it is not a regular file"
+        size = st.st_size
+        with os.fdopen(os.dup(fd), "rb") as f:
+            head = f.read(64)
+            if len(head) < 16 or head[:4] != _ELF_MAGIC:
+                return "no ELF header"
+            layout = _ELF_CLASSES.get(head[4])
+            order = {1: "<", 2: ">"}.get(head[5])
+            if layout is None or order is None:
+                return "ELF class %d, data encoding %d" % (head[4], head[5])
+            ehsize, phentsize, word = layout
+            if size < ehsize or len(head) < ehsize:
+                return "%d bytes, shorter than its ELF header" % size
+            if word == "Q":
+                (e_type, _, _, _, e_phoff, e_shoff, _, _, e_phentsize,
+                 e_phnum, e_shentsize, e_shnum, _) = struct.unpack_from(
+                     order + "HHIQQQIHHHHHH", head, 16)
+            else:
+                (e_type, _, _, _, e_phoff, e_shoff, _, _, e_phentsize,
+                 e_phnum, e_shentsize, e_shnum, _) = struct.unpack_from(
+                     order + "HHIIIIIHHHHHH", head, 16)
+            if e_type != _ET_DYN:
+                return "ELF type %d, not a shared object" % e_type
+            if e_phentsize != phentsize or e_phnum == 0:
+                return "no program headers"
+            end = e_phoff + e_phnum * e_phentsize
+            if end > size:
+                return ("truncated: its program headers end at byte %d but "
+                        "the file has %d bytes" % (end, size))
+            if e_shoff and e_shoff + e_shnum * e_shentsize > size:
+                return ("truncated: its section headers end at byte %d but "
+                        "the file has %d bytes"
+                        % (e_shoff + e_shnum * e_shentsize, size))
+            f.seek(e_phoff)
+            table = f.read(e_phnum * e_phentsize)
+            for i in range(e_phnum):
+                at = i * e_phentsize
+                if word == "Q":
+                    p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(
+                        order + "IIQQQQ", table, at)
+                else:
+                    p_type, p_offset, _, _, p_filesz = struct.unpack_from(
+                        order + "IIIII", table, at)
+                if p_filesz and p_offset + p_filesz > size:
+                    return ("truncated: its %s %d ends at byte %d but the "
+                            "file has %d bytes" % (
+                                "loadable segment" if p_type == _PT_LOAD
+                                else "segment", i, p_offset + p_filesz,
+                                size))
+    except OSError as e:
+        return "cannot read it: %s" % (e.strerror or e)
+    finally:
+        os.close(fd)
+    return None
+
+
 def _stream_of(stream, obj, desc):
     """The stream to launch on, as an integer handle (0: legacy default)."""
     if stream is not None:
-        if isinstance(stream, int):
-            return stream
-        for attr in ("cuda_stream", "ptr", "handle"):
-            value = getattr(stream, attr, None)
-            if isinstance(value, int):
-                return value
+        if isinstance(stream, int) and not isinstance(stream, bool):
+            value = stream
+        else:
+            for attr in ("cuda_stream", "ptr", "handle"):
+                value = getattr(stream, attr, None)
+                if isinstance(value, int):
+                    break
+            else:
+                value = None
+        if value is not None:
+            if not 0 <= value < 1 << 64:
+                raise errors.InvalidArgumentError(
+                    "stream: handle %d is not a pointer-sized handle" % value)
+            return value
         raise errors.InvalidArgumentError(
             "stream: expected an int handle or an object with cuda_stream or "
             "ptr, got %s" % type(stream).__name__)
@@ -117,6 +227,7 @@ class Bundle:
     def load(cls, path):
         """Loads a bundle JSON file or a host shared object (by content)."""
         path = os.fspath(path)
+        _refuse_special_file(path)
         try:
             with open(path, "rb") as f:
                 head = f.read(4)
@@ -124,11 +235,24 @@ class Bundle:
             head = b""
         if head == _ELF_MAGIC:
             return cls.load_shared_lib(path)
+        return cls.load_json_file(path)
+
+    @classmethod
+    def load_json_file(cls, path):
+        """Loads a bundle JSON file (never a shared object)."""
+        path = os.fspath(path)
+        _refuse_special_file(path)
         k = _kvrt.lib()
         handle = ctypes.c_void_p()
         _kvrt.check(k.bundle_load_file(path.encode(), ctypes.byref(handle)))
-        with open(path, "rb") as f:
-            manifest = json.loads(f.read())
+        try:
+            with open(path, "rb") as f:
+                manifest = json.loads(f.read())
+        except (OSError, ValueError) as e:
+            # kvrt read it a moment ago: it changed under us.
+            k.bundle_destroy(handle)
+            raise errors.BundleIOError(
+                "cannot read bundle '%s' again: %s" % (path, e)) from None
         return cls(handle, manifest, path)
 
     @classmethod
@@ -146,6 +270,13 @@ class Bundle:
         """Loads a host shared object: its embedded bundle, with every
         kernel's packed entry point registered as kvrt's host kernel."""
         path = os.fspath(path)
+        # dlopen maps the object's segments as its headers say: a truncated
+        # file faults (SIGBUS) inside the loader, which no handler survives.
+        problem = check_shared_object(path)
+        if problem:
+            raise errors.InvalidBundleError(
+                "%s is not a kvgen host shared object (kvgen --target=host "
+                "--emit=shared-lib): %s" % (path, problem))
         try:
             lib = ctypes.CDLL(os.path.abspath(path))
             getter = lib.kvgen_bundle_json
@@ -246,15 +377,13 @@ class Bundle:
     def _name(self, kernel):
         if kernel is None:
             return 0
-        entry = self._names.get(kernel)
+        entry = self._names.get(kernel) if type(kernel) is str else None
         if entry is None:
-            buf = ctypes.create_string_buffer(kernel.encode())
             # setdefault, not an assignment: of threads naming a kernel
             # first at once, each gets the one buffer kept here. An
             # overwritten one would be freed while a remembered args struct
             # still points at it.
-            entry = self._names.setdefault(kernel,
-                                           (buf, ctypes.addressof(buf)))
+            entry = self._names.setdefault(kernel, _kernel_name(kernel))
         return entry[1]
 
     # Launches on descriptions (the ops' fast path) -----------------------
@@ -273,6 +402,8 @@ class Bundle:
         (data pointer, device, dtype, shape, strides), so the same key packs
         the same bytes and only the packing is skipped; kvrt validates every
         launch."""
+        if kernel is not None and type(kernel) is not str:
+            self._name(kernel)  # refuses it (and an unhashable key)
         key = (kernel, variant, descs)
         s = self._packed.get(key)
         if s is None:
@@ -323,7 +454,7 @@ class Bundle:
         keep = []
         objs = (kv_c, k_pe, slot_mapping, key_cache, key_scale)
         names = ("kv_c", "k_pe", "slot_mapping", "key_cache", "key_scale")
-        descs = _dlpack.describe_all(objs, names, keep)
+        descs = _dlpack.describe_all(objs, names, keep, ("key_cache",))
         self._mla_append(kernel, descs, _variant(variant),
                          _stream_of(stream, kv_c, descs[0]))
 
@@ -341,7 +472,7 @@ class Bundle:
                 key_cache, key_scale)
         names = ("kv_c", "k_pe", "block_table", "query_start_loc",
                  "context_lens", "key_cache", "key_scale")
-        descs = _dlpack.describe_all(objs, names, keep)
+        descs = _dlpack.describe_all(objs, names, keep, ("key_cache",))
         a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
         _MLA_FUSED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
                                   *a[:6], _variant(variant), a[6])
@@ -360,7 +491,8 @@ class Bundle:
         names = ("key", "value", "slot_mapping", "key_cache", "value_cache",
                  "key_scale", "value_scale", "key_scale_cache",
                  "value_scale_cache")
-        descs = tuple(_dlpack.describe_all(objs, names, keep))
+        descs = tuple(_dlpack.describe_all(objs, names, keep,
+                                           _WRITES_CACHES))
         self._append(kernel, descs, _variant(variant),
                      _stream_of(stream, key, descs[0]))
 
@@ -376,7 +508,7 @@ class Bundle:
         names = ("key", "value", "block_table", "query_start_loc",
                  "context_lens", "key_cache", "value_cache", "key_scale",
                  "value_scale", "key_scale_cache", "value_scale_cache")
-        descs = _dlpack.describe_all(objs, names, keep)
+        descs = _dlpack.describe_all(objs, names, keep, _WRITES_CACHES)
         self._fused_append(kernel, descs, _variant(variant),
                            _stream_of(stream, key, descs[0]))
 
@@ -388,7 +520,8 @@ class Bundle:
         objs = (block_table, query_start_loc, context_lens, slot_mapping)
         names = ("block_table", "query_start_loc", "context_lens",
                  "slot_mapping")
-        descs = [_dlpack.describe(o, n, keep) for o, n in zip(objs, names)]
+        descs = [_dlpack.describe(o, n, keep, n == "slot_mapping")
+                 for o, n in zip(objs, names)]
         a = [s.pack(i, d) for i, d in enumerate(descs)]
         _SLOT_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel), *a)
         _kvrt.check(_kvrt.lib().build_slot_mapping(
@@ -409,7 +542,8 @@ class Bundle:
         names = ("key_cache", "value_cache", "slot_mapping", "key_out",
                  "value_out", "key_scale", "value_scale", "key_scale_cache",
                  "value_scale_cache")
-        descs = _dlpack.describe_all(objs, names, keep)
+        descs = _dlpack.describe_all(objs, names, keep,
+                                     ("key_out", "value_out"))
         a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
         _GATHER_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
                                *a[:5], _variant(variant), *a[5:])
@@ -417,10 +551,31 @@ class Bundle:
                              _stream_of(stream, key_out, descs[3])))
 
 
+def _kernel_name(kernel):
+    """(buffer, address) of a kernel name as kvrt takes it: a C string, so
+    a name that cannot be one (not a str, a NUL inside, not encodable) is
+    refused rather than cut."""
+    if not isinstance(kernel, str):
+        raise errors.InvalidArgumentError(
+            "kernel: expected a kernel name (str), got a %s"
+            % type(kernel).__name__)
+    try:
+        data = kernel.encode()
+    except UnicodeError:
+        data = b""
+    if not data or b"\0" in data:
+        raise errors.InvalidArgumentError(
+            "kernel: %r is not a kernel name (%s)" % (
+                kernel, "it contains a NUL byte" if "\0" in kernel else
+                "it is empty" if not kernel else "not UTF-8"))
+    buf = ctypes.create_string_buffer(data)
+    return buf, ctypes.addressof(buf)
+
+
 def _variant(variant):
     try:
         return _VARIANTS[variant]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable value
         raise errors.InvalidArgumentError(
             "variant: expected one of auto, vector, scalar, wide, got %r"
             % (variant,)) from None

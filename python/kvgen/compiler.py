@@ -14,10 +14,16 @@ of time (``python -m kvgen precompile``): it looks the description up under
 its target and takes the newest entry, whichever compiler made it.
 """
 
+import errno
 import hashlib
+import json
+import numbers
 import os
 import platform
+import re
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -49,6 +55,15 @@ def _dtype(value, allowed, what):
         raise ValueError("%s: %r is not one of %s" % (what, value,
                                                       ", ".join(allowed)))
     return name
+
+
+def _integer(value, what):
+    """`value` as an int, refused (ValueError) when it is not an integer: a
+    16.5 would otherwise become 16 without a word. The compiler checks the
+    range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError("%s: expected an integer, got %r" % (what, value))
+    return int(value)
 
 
 def normalize_quant(quant, cache_dtype=None):
@@ -103,11 +118,13 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
         cache = _dtype(cache_dtype, list(_CACHE_DTYPES.values()),
                        "cache_dtype")
     if max_seq_len:
-        extent = "max_seq_len = %d" % int(max_seq_len)
+        extent = "max_seq_len = %d" % _integer(max_seq_len, "max_seq_len")
     else:
-        extent = "block_size = %d" % int(block_size)
+        extent = "block_size = %d" % _integer(block_size, "block_size")
     text = ("!kv.cache<layout = %s, %s, num_kv_heads = %d, head_dim = %d, "
-            "dtype = %s" % (layout, extent, int(num_kv_heads), int(head_dim),
+            "dtype = %s" % (layout, extent,
+                            _integer(num_kv_heads, "num_kv_heads"),
+                            _integer(head_dim, "head_dim"),
                             cache))
     if q:
         text += (", quant = #kv.quant<kind = %s, granularity = %s, mode = %s>"
@@ -117,7 +134,8 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
             raise ValueError("a latent cache needs both kv_lora_rank and "
                              "rope_dim")
         text += (", latent = #kv.latent<kv_lora_rank = %d, rope_dim = %d>"
-                 % (int(kv_lora_rank), int(rope_dim)))
+                 % (_integer(kv_lora_rank, "kv_lora_rank"),
+                    _integer(rope_dim, "rope_dim")))
     text += ">"
     lines = ["module {"]
     for k in kernels:
@@ -138,6 +156,31 @@ def cache_dir():
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
         os.path.expanduser("~"), ".cache")
     return os.path.join(base, "kvgen")
+
+
+def _cache_root(cache):
+    """The cache folder to use, refused (CacheError) when it exists and is
+    not a folder."""
+    root = os.fspath(cache) if cache is not None else cache_dir()
+    if not root:
+        # "" would be the working directory, unasked.
+        raise errors.CacheError("the kernel cache folder is an empty path",
+                                root)
+    what = ("KVGEN_CACHE_DIR=%s" % root if cache is None and
+            os.environ.get("KVGEN_CACHE_DIR") else "the kernel cache %s"
+            % root)
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        return root  # made at the first compilation
+    except OSError as e:
+        raise errors.CacheError("%s cannot be used: %s"
+                                % (what, e.strerror or e), root,
+                                e.errno) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise errors.CacheError("%s is not a directory" % what, root,
+                                errno.ENOTDIR)
+    return root
 
 
 def find_compiler():
@@ -192,33 +235,50 @@ def cache_entry(description=None, *, target="gpu", chip=None, cache=None,
                 compiler=None, **fields):
     """The path of the cached bundle (bundle.json) or host object
     (kernels.so) of a description, compiling it on a miss; arguments as for
-    ``compile``. Needs no libkvrt (precompile uses it)."""
+    ``compile``. Needs no libkvrt (precompile uses it). Every entry is
+    checked before it is used (see _check_entry): a bad one is rebuilt where
+    there is a compiler, refused (CacheError) where there is none."""
+    return _entry(description, target, chip, cache, compiler, fields)[0]
+
+
+def _entry(description, target, chip, cache, compiler, fields,
+           rebuild=False):
+    """(artifact path, whether a compiler was at hand)."""
     if description is None:
         description = describe(**fields)
     elif fields:
         raise TypeError("give a description or its fields, not both")
     kind, chip, tag = _target(target, chip)
-    root = os.fspath(cache) if cache is not None else cache_dir()
+    root = _cache_root(cache)
     desc_key = hashlib.sha256(description.encode()).hexdigest()[:24]
     desc_dir = os.path.join(root, tag, desc_key)
-    artifact = "kernels.so" if kind == "host" else "bundle.json"
+    artifact = _ARTIFACTS[kind]
+    want = (artifact, description, tag, kind, chip)
 
     path = compiler or find_compiler()
     if path is None:
-        entry = _newest_entry(desc_dir, artifact)
+        entry = _newest_entry(desc_dir, want)
         if entry is None:
             raise errors.KernelNotAvailableError(
                 "no kvgen compiler (set KVGEN_COMPILER or put kvgen on PATH) "
                 "and no cached kernels for target %s in %s for:\n%s"
                 "fill the cache ahead of time with python -m kvgen precompile"
                 % (tag, root, description))
-    else:
-        version, ident = compiler_identity(path)
-        entry = os.path.join(desc_dir, ident)
-        if not os.path.isfile(os.path.join(entry, artifact)):
-            _compile_into(path, version, description, kind, chip, entry,
-                          artifact)
-    return os.path.join(entry, artifact)
+        return os.path.join(entry, artifact), False
+    version, ident = compiler_identity(path)
+    entry = os.path.join(desc_dir, ident)
+    problem = _MISSING if rebuild else _check_entry(entry, want)
+    if problem is not None:
+        if problem is not _MISSING or rebuild:
+            _discard(entry)
+        _compile_into(path, version, description, kind, chip, entry,
+                      artifact, tag)
+        problem = _check_entry(entry, want)
+        if problem is not None:
+            raise errors.CacheError(
+                "the kernel cache entry %s, just written, fails its check: "
+                "%s" % (entry, _words(problem)), entry)
+    return os.path.join(entry, artifact), True
 
 
 _loaded = {}
@@ -232,62 +292,401 @@ def compile(description=None, *, target="gpu", chip=None, cache=None,
     cache_dtype=, quant=, max_seq_len=, kernels=, kv_lora_rank=, rope_dim=).
     `target` is "gpu" (PTX for
     `chip`, default $KVGEN_CHIP or sm_90) or "host" (a shared object for this
-    CPU). `cache` overrides the cache folder. Compiles only on a miss."""
-    file = cache_entry(description, target=target, chip=chip, cache=cache,
-                       compiler=compiler, **fields)
+    CPU). `cache` overrides the cache folder. Compiles only on a miss. The
+    loaded bundle must describe the description's kernels for the target it
+    is filed under, or the entry is rebuilt (or refused, without a
+    compiler)."""
+    if description is None:
+        description = describe(**fields)
+        fields = {}
+    kind = _target(target, chip)[0]
+    file, rebuilt = None, False
+    while True:
+        file, have_compiler = _entry(description, target, chip, cache,
+                                     compiler, fields, rebuild=rebuilt)
+        with _loaded_lock:
+            bundle = _loaded.get(file)
+        if bundle is not None:
+            return bundle
+        bundle = (Bundle.load_shared_lib(file) if kind == "host" else
+                  Bundle.load_json_file(file))
+        problem = _bundle_problem(bundle, description, kind,
+                                  _target(target, chip)[1])
+        if problem is None:
+            break
+        bundle.close()
+        entry = os.path.dirname(file)
+        if not have_compiler or rebuilt:
+            raise errors.CacheError(
+                "the kernel cache entry %s does not hold the kernels it is "
+                "filed for: %s" % (entry, problem), entry)
+        rebuilt = True
     with _loaded_lock:
-        bundle = _loaded.get(file)
-        if bundle is None:
-            bundle = _loaded[file] = Bundle.load(file)
-    return bundle
+        return _loaded.setdefault(file, bundle)
 
 
-def _newest_entry(desc_dir, artifact):
+# What each target's entry holds.
+_ARTIFACTS = {"host": "kernels.so", "gpu": "bundle.json"}
+_MANIFEST = "manifest.json"
+_MANIFEST_FORMAT = "kvgen-cache-entry"
+_MANIFEST_VERSION = 1
+# The files of an entry, the manifest aside (written last, it lists them).
+_ENTRY_FILES = ("description.mlir", "compiler.txt")
+# Past these sizes a file is not one kvgen wrote.
+_MAX_MANIFEST_BYTES = 1 << 20
+_MAX_FILE_BYTES = 1 << 32
+
+
+class _Missing(str):
+    pass
+
+
+#: _check_entry's answer for an entry that does not exist.
+_MISSING = _Missing("it does not exist")
+
+
+def _words(problem):
+    return str(problem)
+
+
+def _read_checked(path, limit):
+    """The bytes of `path`, a regular file (not a link, a device, a FIFO or
+    a folder) of at most `limit` bytes; raises ValueError saying what is
+    wrong."""
+    name = os.path.basename(path)
     try:
-        names = os.listdir(desc_dir)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ValueError("%s is missing" % name) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ValueError("%s is a symbolic link, not a file kvgen "
+                             "wrote" % name) from None
+        raise ValueError("%s cannot be opened: %s" % (name, e.strerror))\
+            from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else
+                    "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                    "a device" if stat.S_ISCHR(st.st_mode) or
+                    stat.S_ISBLK(st.st_mode) else "a socket" if
+                    stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise ValueError("%s is %s, not a file kvgen wrote"
+                             % (name, kind))
+        if st.st_size > limit:
+            raise ValueError("%s has %d bytes, past the %d a cache entry's "
+                             "file may have" % (name, st.st_size, limit))
+        chunks, left = [], st.st_size + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise ValueError("%s cannot be read: %s" % (name, e.strerror))\
+            from None
+    finally:
+        os.close(fd)
+
+
+def _check_entry(entry, want):
+    """None when `entry` is a whole entry of the description and target in
+    `want`: its manifest lists every file with its size and sha256 and each
+    matches, its description is the one asked for, its artifact is of the
+    target (an ELF shared object for the host; a bundle JSON for the GPU's
+    chip). Else what is wrong, in words (_MISSING for no entry)."""
+    artifact, description, tag, kind, chip = want
+    try:
+        st = os.lstat(entry)
+    except FileNotFoundError:
+        return _MISSING
+    except OSError as e:
+        return "it cannot be read: %s" % e.strerror
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    try:
+        raw = _read_checked(os.path.join(entry, _MANIFEST),
+                            _MAX_MANIFEST_BYTES)
+        try:
+            manifest = json.loads(raw)
+        except ValueError:
+            raise ValueError("%s is not JSON (cut short?)" % _MANIFEST)\
+                from None
+        if (not isinstance(manifest, dict) or
+                manifest.get("format") != _MANIFEST_FORMAT or
+                manifest.get("version") != _MANIFEST_VERSION):
+            raise ValueError("%s is not a version %d %s manifest" % (
+                _MANIFEST, _MANIFEST_VERSION, _MANIFEST_FORMAT))
+        if manifest.get("target") != tag:
+            raise ValueError("it was made for target %r, not %s"
+                             % (manifest.get("target"), tag))
+        files = manifest.get("files")
+        names = (artifact,) + _ENTRY_FILES
+        if not isinstance(files, dict) or set(files) != set(names):
+            raise ValueError("%s lists %s, not %s" % (
+                _MANIFEST, sorted(files) if isinstance(files, dict) else
+                type(files).__name__, ", ".join(names)))
+        contents = {}
+        for name in names:
+            record = files[name]
+            data = _read_checked(os.path.join(entry, name), _MAX_FILE_BYTES)
+            if not isinstance(record, dict):
+                raise ValueError("%s's record of %s is not an object"
+                                 % (_MANIFEST, name))
+            if len(data) != record.get("size"):
+                raise ValueError("%s has %d bytes but %s recorded %r" % (
+                    name, len(data), _MANIFEST, record.get("size")))
+            if hashlib.sha256(data).hexdigest() != record.get("sha256"):
+                raise ValueError("%s's sha256 is not the one %s recorded "
+                                 "(changed after it was written)"
+                                 % (name, _MANIFEST))
+            contents[name] = data
+        if contents["description.mlir"] != description.encode():
+            raise ValueError("it was made for another description "
+                             "(description.mlir differs)")
+        problem = _artifact_problem(contents[artifact], kind, chip)
+        if problem:
+            raise ValueError("%s %s" % (artifact, problem))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _artifact_problem(data, kind, chip):
+    """What is wrong with an entry's artifact for its target, or None."""
+    is_elf = data[:4] == b"\x7fELF"
+    if kind == "host":
+        return None if is_elf else "is not an ELF shared object"
+    if is_elf:
+        return "is a host shared object, not a GPU bundle"
+    try:
+        bundle = json.loads(data)
+    except ValueError:
+        return "is not a bundle's JSON"
+    if not isinstance(bundle, dict) or not isinstance(bundle.get("target"),
+                                                      dict):
+        return "is not a bundle (no target)"
+    if bundle["target"].get("chip") != chip:
+        return "is for chip %r, not %s" % (bundle["target"].get("chip"),
+                                           chip)
+    return None
+
+
+# `kv.append @kv_append : !kv.cache<...> from bf16`: the kernels a
+# description declares, and its cache's fields.
+_KERNEL_DECL = re.compile(r"\bkv\.(\w+)\s+@(\w+)\s*:\s*!kv\.cache<(.*?)>"
+                          r"(?:\s+from\s+(\w+))?\s*$", re.M)
+_INT_FIELDS = ("block_size", "max_seq_len", "num_kv_heads", "head_dim")
+
+
+def _bundle_problem(bundle, description, kind, chip):
+    """None when a loaded bundle holds every kernel `description` declares,
+    of its kind, layout, extents and source dtype, for the target; else
+    what differs."""
+    if kind == "host" and not bundle.has_host_kernels:
+        return "it has no host kernels"
+    if kind == "gpu":
+        if not bundle.has_device_code:
+            return "it has no GPU code"
+        if bundle.target.get("chip") != chip:
+            return "it is for chip %r, not %s" % (bundle.target.get("chip"),
+                                                  chip)
+    kernels = {k.get("name"): k for k in bundle.kernels}
+    for m in _KERNEL_DECL.finditer(description):
+        op, name, attrs, source = m.groups()
+        k = kernels.get(name)
+        if k is None:
+            return "it has no kernel '%s'" % name
+        if k.get("kind") != op:
+            return "its kernel '%s' is a %s, not a %s" % (name, k.get("kind"),
+                                                          op)
+        cache = k.get("cache", {})
+        fields = dict(re.findall(r"(\w+)\s*=\s*(\w+)", attrs.split("<")[0]
+                                 if "#kv." in attrs else attrs))
+        if fields.get("layout") and cache.get("layout") != fields["layout"]:
+            return "its kernel '%s' is for layout %r, not %s" % (
+                name, cache.get("layout"), fields["layout"])
+        for f in _INT_FIELDS:
+            if f in fields and str(cache.get(f)) != fields[f]:
+                return "its kernel '%s' has %s %r, not %s" % (
+                    name, f, cache.get(f), fields[f])
+    return None
+
+
+def _discard(entry):
+    """Moves a bad entry out of the way (then deletes it), so that a fresh
+    one can be renamed into its place. Another process may do the same at
+    once; whichever rename wins, the entry is gone."""
+    trash = "%s/.bad-%s-%d" % (os.path.dirname(entry),
+                               os.path.basename(entry), os.getpid())
+    try:
+        os.rename(entry, trash)
+    except FileNotFoundError:
+        return
     except OSError:
-        return None
-    entries = [os.path.join(desc_dir, n) for n in names
-               if os.path.isfile(os.path.join(desc_dir, n, artifact))]
-    if not entries:
-        return None
-    return max(entries, key=lambda e: os.stat(os.path.join(e, artifact))
-               .st_mtime_ns)
+        trash = entry  # a read-only cache: nothing more can be done
+    if os.path.isdir(trash) and not os.path.islink(trash):
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        try:
+            os.remove(trash)
+        except OSError:
+            pass
 
 
-def _compile_into(compiler, version, description, kind, chip, entry, artifact):
-    """Runs the compiler into a fresh folder beside `entry`, then renames it
+def _newest_entry(desc_dir, want):
+    """The newest entry of the description (any compiler's) that passes
+    _check_entry; None if there is none; CacheError naming each bad one if
+    every entry there is bad. Temporary folders (.tmp-*, left by a killed
+    compilation) and discarded ones (.bad-*) are never entries."""
+    try:
+        names = sorted(os.listdir(desc_dir))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise errors.CacheError("the kernel cache folder %s cannot be read: "
+                                "%s" % (desc_dir, e.strerror), desc_dir,
+                                e.errno) from None
+    good, bad = [], []
+    for n in names:
+        if n.startswith("."):
+            continue
+        entry = os.path.join(desc_dir, n)
+        problem = _check_entry(entry, want)
+        if problem is None:
+            good.append(entry)
+        elif problem is not _MISSING:
+            bad.append("%s: %s" % (entry, problem))
+    if good:
+        return max(good, key=lambda e: os.stat(os.path.join(e, _MANIFEST))
+                   .st_mtime_ns)
+    if bad:
+        raise errors.CacheError(
+            "no usable cached kernels and no kvgen compiler to rebuild them "
+            "(set KVGEN_COMPILER, or fill the cache again with python -m "
+            "kvgen precompile); the cache holds:\n  " + "\n  ".join(bad),
+            desc_dir)
+    return None
+
+
+def _cache_write_error(path, e):
+    return errors.CacheError(
+        "cannot write the kernel cache at %s: %s" % (path, e.strerror or e),
+        path, e.errno)
+
+
+def _write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+_SIGNAL_NOTES = {"SIGXFSZ": " (a file size limit, ulimit -f)",
+                 "SIGKILL": " (killed from outside, e.g. out of memory)"}
+# kvgen's own words for an OS error while writing its output
+# (tools/kvgen/kvgen.cpp), and the OS's for a few that may reach it.
+_OS_FAILURES = ("kvgen: cannot write", "No space left on device",
+                "Disk quota exceeded", "Read-only file system",
+                "File too large", "Input/output error")
+
+
+def _compile_into(compiler, version, description, kind, chip, entry, artifact,
+                  tag):
+    """Runs the compiler into a fresh folder beside `entry`, records every
+    file's size and sha256 in manifest.json (written last), then renames it
     into place: a reader sees a whole entry or none."""
     parent = os.path.dirname(entry)
-    os.makedirs(parent, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+    except OSError as e:
+        raise _cache_write_error(getattr(e, "filename", None) or parent, e)\
+            from None
     try:
         desc_file = os.path.join(work, "description.mlir")
-        with open(desc_file, "w") as f:
-            f.write(description)
         out = os.path.join(work, artifact)
+        try:
+            _write_file(desc_file, description.encode())
+        except OSError as e:
+            raise _cache_write_error(desc_file, e) from None
         cmd = [compiler, desc_file, "-o", out]
         if kind == "host":
             cmd += ["--target=host", "--emit=shared-lib"]
         else:
             cmd += ["--emit=bundle", "--chip=" + chip]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True,
+                                  errors="replace")
+        except OSError as e:
+            raise errors.CompilerFailedError(
+                "the kvgen compiler %s could not be run: %s"
+                % (compiler, e.strerror or e)) from None
+        stderr = proc.stderr.strip()
+        if proc.returncode < 0:
+            try:
+                sig = signal.Signals(-proc.returncode).name
+            except ValueError:
+                sig = "signal %d" % -proc.returncode
+            raise errors.CompilerFailedError(
+                "the kvgen compiler crashed: killed by %s%s while compiling "
+                "for %s; not a refusal of the description\n%s\n(%s)"
+                % (sig, _SIGNAL_NOTES.get(sig, ""), tag, stderr,
+                   " ".join(cmd)), signal=-proc.returncode)
         if proc.returncode != 0:
+            failure = [l for l in stderr.splitlines()
+                       if any(w in l for w in _OS_FAILURES)]
+            if failure or proc.returncode != 1:
+                raise errors.CompilerFailedError(
+                    "the kvgen compiler failed (exit status %d): %s\n%s\n(%s)"
+                    % (proc.returncode, (failure or [stderr or "no "
+                                                     "message"])[0],
+                       stderr, " ".join(cmd)))
             # The first error first (without the temporary file's name), then
             # everything kvgen said and the command.
-            stderr = proc.stderr.strip()
             first = [l.split("error:", 1)[1].strip()
                      for l in stderr.splitlines() if "error:" in l]
             raise errors.CompilerError(
                 "kvgen refused the description: %s\n%s\n(%s)"
                 % ((first or [stderr])[0], stderr, " ".join(cmd)))
-        with open(os.path.join(work, "compiler.txt"), "w") as f:
-            f.write(version + "\n" + compiler + "\n")
+        try:
+            data = _read_checked(out, _MAX_FILE_BYTES)
+        except ValueError as e:
+            raise errors.CompilerFailedError(
+                "the kvgen compiler %s exited 0 but its output is unusable: "
+                "%s\n(%s)" % (compiler, e, " ".join(cmd))) from None
+        problem = _artifact_problem(data, kind, chip) if data else \
+            "is empty"
+        if problem:
+            raise errors.CompilerFailedError(
+                "the kvgen compiler %s exited 0 but its %s %s\n(%s)"
+                % (compiler, artifact, problem, " ".join(cmd)))
+        try:
+            compiler_txt = (version + "\n" + compiler + "\n").encode()
+            _write_file(os.path.join(work, "compiler.txt"), compiler_txt)
+            files = {}
+            for name, blob in ((artifact, data),
+                               ("description.mlir", description.encode()),
+                               ("compiler.txt", compiler_txt)):
+                files[name] = {"size": len(blob),
+                               "sha256": hashlib.sha256(blob).hexdigest()}
+            manifest = {"format": _MANIFEST_FORMAT,
+                        "version": _MANIFEST_VERSION, "target": tag,
+                        "files": files}
+            _write_file(os.path.join(work, _MANIFEST),
+                        (json.dumps(manifest, indent=1, sort_keys=True) +
+                         "\n").encode())
+        except OSError as e:
+            raise _cache_write_error(work, e) from None
         try:
             os.rename(work, entry)
-        except OSError:
-            # Another process made the same entry first: keep theirs.
-            if not os.path.isfile(os.path.join(entry, artifact)):
-                raise
+        except OSError as e:
+            # Another process made the same entry first: keep theirs if it
+            # is whole (the caller checks it), else report.
+            if not os.path.isdir(entry):
+                raise _cache_write_error(entry, e) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -132,11 +132,35 @@ class LibraryNotFoundError(KvgenError, ImportError):
 
 
 class CompilerError(KvgenError):
-    """The kvgen compiler refused a description or failed; its message."""
+    """The kvgen compiler refused a description: its diagnostic."""
 
 
 class CompilerNotFoundError(CompilerError):
     """No kvgen compiler: neither KVGEN_COMPILER nor `kvgen` on PATH."""
+
+
+class CompilerFailedError(KvgenError):
+    """The compiler did not do its work, for a reason other than the
+    description: killed by a signal (``signal``: SIGSEGV, SIGXFSZ under
+    ``ulimit -f``), an OS error while it wrote its output (a full disk), an
+    exit status it never uses, or a success without its output. Never a
+    refusal (that is CompilerError)."""
+
+    def __init__(self, message, signal=None):
+        super().__init__(message)
+        self.signal = signal
+
+
+class CacheError(KvgenError):
+    """The kernel cache on disk cannot be used: its folder cannot be made
+    or written (``path``, ``errno``), or an entry failed its check and
+    there is no compiler to rebuild it. The message names the path and what
+    is wrong."""
+
+    def __init__(self, message, path=None, errno=None):
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
 
 
 class KernelNotAvailableError(KvgenError, LookupError):

@@ -19,7 +19,7 @@ import sys
 import threading
 
 from . import _dlpack, _kvrt, compiler, errors
-from .bundle import _stream_of
+from .bundle import Bundle, _stream_of
 
 # torch, once kvgen._torch_ops has registered the custom ops (a global, so
 # that torch.compile traces the routing below without a graph break).
@@ -27,6 +27,9 @@ _torch = None
 _plans = {}
 _plans_lock = threading.Lock()
 _registered = []
+# Bumped by register(): plans and calls remembered under an older generation
+# are dropped (see _remember).
+_generation = 0
 # Unquantized reshape_and_cache_flash calls by their five descriptions: the
 # bundle and the packed args the first such call made. Every Python check
 # below is a function of the descriptions, so a hit skips them and the
@@ -41,11 +44,32 @@ _UNQUANTIZED = ("f32", "f16", "bf16")
 
 
 def register(bundle):
-    """Offers `bundle`'s kernels to the ops, before any compilation."""
-    _registered.insert(0, bundle)
+    """Offers `bundle`'s kernels to the ops, before any compilation. Safe to
+    call while other threads launch: a call that starts after register()
+    returns uses `bundle` where it offers the kernel."""
+    global _registered, _generation
+    if not isinstance(bundle, Bundle):
+        raise _bad("register: expected a kvgen.Bundle, got a %s",
+                   type(bundle).__name__)
     with _plans_lock:
+        # A new list, never one changed in place: a thread choosing a
+        # kernel walks the list it read, whole.
+        _registered = [bundle] + _registered
+        _generation += 1
         _plans.clear()
         _calls.clear()
+
+
+def _remember(table, key, value, generation, limit=None):
+    """table[key] = value, unless register() ran since `generation` was
+    read: a plan chosen before it may name a bundle it has displaced, and
+    must not outlive the clearing."""
+    with _plans_lock:
+        if generation != _generation:
+            return
+        if limit is not None and len(table) >= limit:
+            table.clear()
+        table[key] = value
 
 
 class _Plan:
@@ -232,13 +256,17 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
 
 def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
                              kv_cache_dtype, k_scale, v_scale, stream):
+    if not isinstance(kv_cache_dtype, str):
+        raise _bad("kv_cache_dtype: expected a string (auto, fp8, fp8_e4m3, "
+                   "fp8_e5m2), got a %s", type(kv_cache_dtype).__name__)
+    generation = _generation
     keep = []
     describe = _dlpack.describe
     sm = describe(slot_mapping, "slot_mapping", keep)
     k = describe(key, "key", keep)
     v = describe(value, "value", keep)
-    kc = describe(key_cache, "key_cache", keep)
-    vc = describe(value_cache, "value_cache", keep)
+    kc = describe(key_cache, "key_cache", keep, True)
+    vc = describe(value_cache, "value_cache", keep, True)
     call = None
     if k_scale is None and v_scale is None:
         call = (sm, k, v, kc, vc, kv_cache_dtype)
@@ -253,8 +281,7 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     plan = _plans.get(memo)
     if plan is None:
         plan = _flash_plan(key, k, kc, vc, kv_cache_dtype)
-        with _plans_lock:
-            _plans[memo] = plan
+        _remember(_plans, memo, plan, generation)
     if len(sm[5]) != 1:
         raise _bad("slot_mapping: expected [num_tokens], got shape %s",
                    list(sm[5]))
@@ -278,10 +305,8 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
                                  (k, v, sm, kc, vc, ks, vs, None, None), 0,
                                  stream)
     if call is not None:
-        with _plans_lock:
-            if len(_calls) >= _CALL_ENTRIES:
-                _calls.clear()
-            _calls[call] = (plan.bundle, packed)
+        _remember(_calls, call, (plan.bundle, packed), generation,
+                  _CALL_ENTRIES)
 
 
 def _cache_dtype(name, kc, kv_cache_dtype, fp8_names, unsupported):
@@ -355,19 +380,22 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
     x / scale, one per-tensor scale). The direct path only: no
     torch.ops.kvgen custom op yet (torch.compile would graph-break).
     """
+    if not isinstance(kv_cache_dtype, str):
+        raise _bad("kv_cache_dtype: expected a string (auto, fp8, fp8_e4m3, "
+                   "fp8_e5m2), got a %s", type(kv_cache_dtype).__name__)
+    generation = _generation
     keep = []
     describe = _dlpack.describe
     sm = describe(slot_mapping, "slot_mapping", keep)
     c = describe(kv_c, "kv_c", keep)
     p = describe(k_pe, "k_pe", keep)
-    kc = describe(kv_cache, "kv_cache", keep)
+    kc = describe(kv_cache, "kv_cache", keep, True)
     memo = ("mla", c[3], c[4], c[5][1:], p[3], p[4], p[5][1:], kc[1], kc[2],
             kc[3], kc[4], kc[5][1:], kv_cache_dtype)
     plan = _plans.get(memo)
     if plan is None:
         plan = _mla_plan(c, p, kc, kv_cache_dtype)
-        with _plans_lock:
-            _plans[memo] = plan
+        _remember(_plans, memo, plan, generation)
     if len(sm[5]) != 1:
         raise _bad("slot_mapping: expected [num_tokens], got shape %s",
                    list(sm[5]))
@@ -415,11 +443,20 @@ def _split_paged(paged_kv_cache, kv_layout):
             raise _bad("paged_kv_cache: expected (k_cache, v_cache), got %d "
                        "tensors", len(paged_kv_cache))
         return paged_kv_cache[0], paged_kv_cache[1]
-    shape = paged_kv_cache.shape
+    shape = getattr(paged_kv_cache, "shape", None)
+    if shape is None:
+        raise _bad("paged_kv_cache: expected a (k_cache, v_cache) pair or one "
+                   "[max_num_pages, 2, ...] tensor, got a %s",
+                   type(paged_kv_cache).__name__)
     if len(shape) != 5 or shape[1] != 2:
         raise _bad("paged_kv_cache: expected a (k_cache, v_cache) pair or one "
                    "[max_num_pages, 2, ...] tensor, got shape %s", list(shape))
-    return paged_kv_cache[:, 0], paged_kv_cache[:, 1]
+    try:
+        return paged_kv_cache[:, 0], paged_kv_cache[:, 1]
+    except Exception as e:  # a producer without slicing
+        raise _bad("paged_kv_cache: a %s that cannot be split into K and V "
+                   "([:, 0], [:, 1]): %s", type(paged_kv_cache).__name__,
+                   e) from e
 
 
 def append_paged_kv_cache(append_key, append_value, batch_indices, positions,
