@@ -262,6 +262,35 @@ def test_bundle_api_on_host_kernels(tmp_path):
     assert (bits(kc) == bits(want)).all()
 
 
+@pytest.mark.parametrize("variant", ["auto", "scalar", "wide"])
+def test_bundle_paged_kv_append_and_checked_mode(variant):
+    """Bundle.paged_kv_append launches the kernel itself; in checked mode a
+    batch index out of range is refused by name, nothing written."""
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="f16", target="host")
+    name = b.find("paged_kv_append", layout="paged_nhd", dtype="f16")
+    assert name == "kv_paged_kv_append"
+    rng = np.random.default_rng(31)
+    key, value, batch, positions, kc, vc, idx, ptr = _two_requests(rng)
+    want_k, want_v = flashinfer_reference(key, value, batch, positions, kc,
+                                          vc, idx, ptr, "NHD")
+    b.paged_kv_append(key, value, batch, positions, idx, ptr, kc, vc,
+                      kernel=name, variant=variant)
+    assert (bits(kc) == bits(want_k)).all()
+    assert (bits(vc) == bits(want_v)).all()
+    batch[1] = -1
+    before = kc.copy()
+    b.set_checked(True)
+    try:
+        with pytest.raises(kvgen.InvalidArgumentError,
+                           match=r"batch_indices\[1\] = -1 is out of range"):
+            b.paged_kv_append(key, value, batch, positions, idx, ptr, kc, vc,
+                              kernel=name)
+    finally:
+        b.set_checked(False)
+    assert (bits(kc) == bits(before)).all()
+
+
 def test_steady_state_call_does_not_look_up_kernels(monkeypatch):
     rng = np.random.default_rng(2)
     key = rng.standard_normal((4, H, D)).astype(np.float16)
