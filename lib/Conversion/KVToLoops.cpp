@@ -241,6 +241,52 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
   return tokenIf.getResult(0);
 }
 
+Value KernelBuilder::emitSlotFromPageTable(Value t) {
+  using P = abi::Param;
+  Type i64Type = b.getI64Type();
+  using Pred = arith::CmpIPredicate;
+  // batch_indices and positions have num_tokens entries: t indexes both.
+  Value batch = loadI32AsI64(arg(P::BatchIndices), t);
+  Value pos = loadI32AsI64(arg(P::Positions), t);
+  // A batch index outside [0, batch_size) names no row of kv_indptr: one
+  // unsigned compare (a negative one is above batch_size as unsigned).
+  Value inBatch = cmp(Pred::ult, batch, arg64(P::BatchSize));
+  auto batchIf = scf::IfOp::create(b, TypeRange{i64Type}, inBatch,
+                                   /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(batchIf.elseBlock());
+  scf::YieldOp::create(b, ValueRange{i64(-1)});
+
+  b.setInsertionPointToStart(batchIf.thenBlock());
+  Value start = loadI32AsI64(arg(P::KvIndptr), batch);
+  Value end = loadI32AsI64(arg(P::KvIndptr), add(batch, i64(1)));
+  int64_t blockSize = cache.getBlockSize();
+  // The page's index in kv_indices. Every term is an i64 of i32 values: no
+  // overflow. A negative position, a range that starts before kv_indices or
+  // ends past it, or a page past the request's last one reads no page.
+  Value column = add(start, divConst(pos, blockSize));
+  Value inRow = cmp(Pred::sge, pos, i64(0));
+  for (Value bound :
+       {cmp(Pred::sge, start, i64(0)),
+        cmp(Pred::sle, end, arg64(P::NumIndices)), cmp(Pred::slt, column, end)})
+    inRow = arith::AndIOp::create(b, inRow, bound);
+  auto rowIf = scf::IfOp::create(b, TypeRange{i64Type}, inRow,
+                                 /*withElseRegion=*/true);
+  scf::YieldOp::create(b, rowIf.getResults());
+
+  b.setInsertionPointToStart(rowIf.elseBlock());
+  scf::YieldOp::create(b, ValueRange{i64(-1)});
+  b.setInsertionPointToStart(rowIf.thenBlock());
+  Value page = loadI32AsI64(arg(P::KvIndices), column);
+  Value slot = add(mul(page, i64(blockSize)), remConst(pos, blockSize));
+  // A negative page id is padding; one past the cache is caught with the
+  // slot (emitIfValidSlot).
+  Value isPage = cmp(Pred::sge, page, i64(0));
+  scf::YieldOp::create(
+      b, ValueRange{arith::SelectOp::create(b, isPage, slot, i64(-1))});
+  return batchIf.getResult(0);
+}
+
 Value KernelBuilder::loadSlot(Value t32) {
   // With one token per block, its own zero extension of the token index,
   // kept wide (kv-pin-before-slot): the slot's address is then the index
@@ -283,7 +329,8 @@ void KernelBuilder::build() {
   case KernelKind::Append:
   case KernelKind::MlaAppend:
   case KernelKind::MlaFusedAppend:
-  case KernelKind::FusedAppend: {
+  case KernelKind::FusedAppend:
+  case KernelKind::PagedKvAppend: {
     // The address math that does not need the slot comes first, so that it
     // runs while the slot is loaded (or computed); a dynamic scale's group
     // walks its chunks in loops after the check instead.
@@ -307,8 +354,9 @@ void KernelBuilder::build() {
             def->setAttr(kBeforeSlotAttrName, b.getUnitAttr());
       }
     }
-    Value slot =
-        plan.slotFromBlockTable() ? emitSlotFromBlockTable(t) : loadSlot(t32);
+    Value slot = plan.slotFromBlockTable()  ? emitSlotFromBlockTable(t)
+                 : plan.slotFromPageTable() ? emitSlotFromPageTable(t)
+                                            : loadSlot(t32);
     emitAppendChunk(slot, t, c, chunks);
     break;
   }
@@ -386,7 +434,8 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
       if (isa<kv::AppendOp, kv::MlaAppendOp, kv::SlotMappingOp,
-              kv::FusedAppendOp, kv::MlaFusedAppendOp, kv::GatherOp>(op))
+              kv::FusedAppendOp, kv::MlaFusedAppendOp, kv::PagedKvAppendOp,
+              kv::GatherOp>(op))
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {

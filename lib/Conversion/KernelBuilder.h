@@ -164,6 +164,9 @@ private:
   /// The slot of token `t` from the block table and positions (the
   /// slot_mapping rule of docs/KERNEL-ABI.md); -1 for padding tokens.
   Value emitSlotFromBlockTable(Value t);
+  /// Token t's slot from FlashInfer's ragged page table (paged_kv_append),
+  /// -1 where any index is out of range; docs/CONTRACT.md has the rule.
+  Value emitSlotFromPageTable(Value t);
   /// Opens `if (slot is valid)` and sets `block` and `pos`; the caller
   /// builds inside it.
   void emitIfValidSlot(Value slot, Value &block, Value &pos);

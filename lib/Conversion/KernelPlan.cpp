@@ -147,7 +147,8 @@ static bool splitsDivision(const KernelPlan &base) {
   return clFastDivision && quant && quant.getMode() == kv::ScaleMode::Dynamic &&
          !quant.getReciprocal() &&
          (base.kind == KernelKind::Append ||
-          base.kind == KernelKind::FusedAppend) &&
+          base.kind == KernelKind::FusedAppend ||
+          base.kind == KernelKind::PagedKvAppend) &&
          (base.sourceType.isBF16() || base.sourceType.isF16());
 }
 
@@ -201,10 +202,8 @@ static int64_t wideMinTokens(const KernelPlan &base) {
   constexpr int64_t kMinTokensDivision = 2048;
   constexpr int64_t kMinTokensDivisionPerToken = 16384;
   bool division = splitsDivision(base);
-  bool twoChunks = (base.kind == KernelKind::Append ||
-                    base.kind == KernelKind::FusedAppend) &&
-                   base.chunksPerGroup == 1 && base.chunksPerThread == 1 &&
-                   base.chunksPerToken % 2 == 0;
+  bool twoChunks = base.appendsRows() && base.chunksPerGroup == 1 &&
+                   base.chunksPerThread == 1 && base.chunksPerToken % 2 == 0;
   if ((!division && !twoChunks) || clWideMinTokens == 0)
     return 0;
   if (clWideMinTokens > 0)
@@ -263,6 +262,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     base.kind = KernelKind::FusedAppend;
     base.cache = fused.getCacheType();
     base.sourceType = fused.getSourceType();
+  } else if (auto paged = dyn_cast<kv::PagedKvAppendOp>(op)) {
+    base.kind = KernelKind::PagedKvAppend;
+    base.cache = paged.getCacheType();
+    base.sourceType = paged.getSourceType();
   } else if (auto gather = dyn_cast<kv::GatherOp>(op)) {
     base.kind = KernelKind::Gather;
     base.cache = gather.getCacheType();

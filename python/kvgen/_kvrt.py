@@ -92,6 +92,9 @@ def _declare(lib):
                           [c_void_p, c_void_p, c_void_p], optional=True)
     ns["mla_fused_append"] = fn("kvrt_mla_fused_append", c_int,
                                 [c_void_p, c_void_p, c_void_p], optional=True)
+    # FlashInfer's page table (paged_kv_append).
+    ns["paged_kv_append"] = fn("kvrt_paged_kv_append", c_int,
+                               [c_void_p, c_void_p, c_void_p], optional=True)
     ns["bundle_set_checked"] = fn("kvrt_bundle_set_checked", c_int,
                                   [c_void_p, c_int], optional=True)
     ns["bundle_kernel_manifest"] = fn("kvrt_bundle_kernel_manifest",

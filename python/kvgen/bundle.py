@@ -28,6 +28,13 @@ _SLOT_ARGS = struct.Struct("<5Q")
 _GATHER_ARGS = struct.Struct("<6Qi4x4Q")
 _MLA_ARGS = struct.Struct("<5Qi4xQ")
 _MLA_FUSED_ARGS = struct.Struct("<7Qi4xQ")
+_PAGED_ARGS = struct.Struct("<9Qi4x4Q")
+
+
+class _PagedScratch(_dlpack.Scratch):
+    """A launch's memory with room for paged_kv_append's twelve tensors."""
+
+    SLOTS = 12
 
 _ELF_MAGIC = b"\x7fELF"
 
@@ -323,7 +330,8 @@ class Bundle:
 
     def find(self, kind, **cache):
         """The name of the kernel of `kind` ("append", "slot_mapping",
-        "fused_append", "gather", "mla_append", "mla_fused_append") whose
+        "fused_append", "gather", "mla_append", "mla_fused_append",
+        "paged_kv_append") whose
         cache matches every given field (layout, block_size, num_kv_heads,
         head_dim, dtype, quant, latent, ...);
         ``source_dtype=`` matches the source. The vector variant's name, which
@@ -511,6 +519,45 @@ class Bundle:
         descs = _dlpack.describe_all(objs, names, keep, _WRITES_CACHES)
         self._fused_append(kernel, descs, _variant(variant),
                            _stream_of(stream, key, descs[0]))
+
+    def _paged_kv_append(self, kernel, descs, variant, stream):
+        """descs: key, value, batch_indices, positions, kv_indices,
+        kv_indptr, key_cache, value_cache, then the four scale tensors (None
+        where absent), as a tuple. Packed once per key, as _append does."""
+        key = ("paged", kernel, variant, descs)
+        s = self._packed.get(key)
+        if s is None:
+            if _kvrt.lib().paged_kv_append is None:
+                raise errors.KvgenError(
+                    "this libkvrt has no kvrt_paged_kv_append")
+            s = _PagedScratch()
+            a = [s.pack(i, d) if d is not None else 0
+                 for i, d in enumerate(descs)]
+            _PAGED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
+                                  *a[:8], variant, *a[8:])
+            self._remember_args(key, s)
+        _kvrt.check(_kvrt.lib().paged_kv_append(self._handle, s.args, stream))
+        return s
+
+    def paged_kv_append(self, key, value, batch_indices, positions,
+                        kv_indices, kv_indptr, key_cache, value_cache, *,
+                        kernel=None, variant="auto", key_scale=None,
+                        value_scale=None, key_scale_cache=None,
+                        value_scale_cache=None, stream=None):
+        """kvrt_paged_kv_append: the append with slots from FlashInfer's
+        page table (token i at position positions[i] of request
+        batch_indices[i], whose pages are kv_indices[kv_indptr[b] ..
+        kv_indptr[b + 1])); every index is checked in the kernel."""
+        keep = []
+        objs = (key, value, batch_indices, positions, kv_indices, kv_indptr,
+                key_cache, value_cache, key_scale, value_scale,
+                key_scale_cache, value_scale_cache)
+        names = ("key", "value", "batch_indices", "positions", "kv_indices",
+                 "kv_indptr", "key_cache", "value_cache", "key_scale",
+                 "value_scale", "key_scale_cache", "value_scale_cache")
+        descs = tuple(_dlpack.describe_all(objs, names, keep))
+        self._paged_kv_append(kernel, descs, _variant(variant),
+                              _stream_of(stream, key, descs[0]))
 
     def build_slot_mapping(self, block_table, query_start_loc, context_lens,
                            slot_mapping, *, kernel=None, stream=None):

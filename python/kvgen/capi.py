@@ -60,6 +60,18 @@ class AppendArgs(ctypes.Structure):
                 ("value_scale_cache", TensorPtr)]
 
 
+class PagedKvAppendArgs(ctypes.Structure):
+    """kvrt_paged_kv_append_args: FlashInfer's page table for the slots."""
+    _fields_ = [("kernel", ctypes.c_char_p), ("key", TensorPtr),
+                ("value", TensorPtr), ("batch_indices", TensorPtr),
+                ("positions", TensorPtr), ("kv_indices", TensorPtr),
+                ("kv_indptr", TensorPtr), ("key_cache", TensorPtr),
+                ("value_cache", TensorPtr), ("variant", ctypes.c_int),
+                ("key_scale", TensorPtr), ("value_scale", TensorPtr),
+                ("key_scale_cache", TensorPtr),
+                ("value_scale_cache", TensorPtr)]
+
+
 class Tensor:
     """A DLTensor over memory the caller keeps alive (a torch tensor's
     data_ptr, say), owning its shape and strides (in elements)."""

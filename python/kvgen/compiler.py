@@ -43,7 +43,7 @@ _CACHE_DTYPES = {
 }
 _SOURCE_DTYPES = ("f32", "f16", "bf16")
 _QUANT_STORAGE = {"fp8_e4m3": "f8E4M3FN", "fp8_e5m2": "f8E5M2", "int8": "i8"}
-_KERNELS = ("append", "slot_mapping", "fused_append")
+_KERNELS = ("append", "slot_mapping", "fused_append", "paged_kv_append")
 # A latent (MLA) cache's kernels: its entry is kv_c followed by k_pe.
 _LATENT_KERNELS = ("mla_append", "slot_mapping", "mla_fused_append")
 

@@ -415,28 +415,6 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
 
 # FlashInfer ------------------------------------------------------------------
 
-_aranges = {}
-
-
-def _arange(like, count, torch_like):
-    """int32 0..count-1 on like's device, as a view of a cached tensor (no
-    allocation in steady state, so CUDA-graph captures hold no new memory)."""
-    key = (torch_like, like.device if torch_like else None)
-    cached = _aranges.get(key)
-    if cached is None or cached.shape[0] < count:
-        size = max(count, 8192)
-        if torch_like:
-            import torch
-
-            cached = torch.arange(size, dtype=torch.int32, device=like.device)
-        else:
-            import numpy
-
-            cached = numpy.arange(size, dtype=numpy.int32)
-        _aranges[key] = cached
-    return cached[:count]
-
-
 def _split_paged(paged_kv_cache, kv_layout):
     if isinstance(paged_kv_cache, (tuple, list)):
         if len(paged_kv_cache) != 2:
@@ -463,22 +441,24 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions,
                           paged_kv_cache, kv_indices, kv_indptr,
                           kv_last_page_len, kv_layout="NHD", *, stream=None):
     """FlashInfer's append_paged_kv_cache: token i of request
-    ``batch_indices[i]`` at position ``positions[i]`` goes to page
-    ``kv_indices[kv_indptr[b] + positions[i] // page_size]``, row
-    ``positions[i] % page_size``.
+    ``b = batch_indices[i]`` at position ``p = positions[i]`` goes to page
+    ``kv_indices[kv_indptr[b] + p // page_size]``, row ``p % page_size``.
 
     append_key, append_value: [nnz, num_kv_heads, head_dim]. paged_kv_cache:
     (k_cache, v_cache), each [max_num_pages, page_size, num_kv_heads,
     head_dim] (NHD) or [max_num_pages, num_kv_heads, page_size, head_dim]
-    (HND), or one [max_num_pages, 2, ...] tensor. batch_indices, positions,
-    kv_indices, kv_indptr: int32. kv_last_page_len is accepted for
-    FlashInfer's signature; the positions already say where each token goes.
+    (HND), or one [max_num_pages, 2, ...] tensor. batch_indices, positions
+    ([nnz]), kv_indices and kv_indptr ([batch_size + 1]): int32, anything
+    else is refused (an int64 position is never cut to 32 bits).
+    kv_last_page_len is accepted for FlashInfer's signature; the positions
+    already say where each token goes.
 
-    One fused kvgen launch: each token is its own "request" whose block-table
-    row is all of kv_indices (a stride-0 view) and whose context length is
-    ``kv_indptr[b] * page_size + positions[i]``. As in FlashInfer, positions
-    must lie within their request's pages; one past the last page of
-    kv_indices writes nothing.
+    One launch of kvgen's paged_kv_append kernel, which reads the page table
+    itself: a token whose batch index is outside [0, batch_size), whose
+    position is negative or past its request's last page, whose request's
+    kv_indptr range leaves kv_indices, or whose page id is negative or past
+    the cache writes nothing (kvrt's checked mode refuses the launch
+    instead, naming the token).
     """
     if kv_layout not in ("NHD", "HND"):
         raise _bad("kv_layout: %r is not NHD or HND", kv_layout)
@@ -502,21 +482,32 @@ def _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
     v = describe(append_value, "append_value", keep)
     kc = describe(k_cache, "k_cache", keep)
     vc = describe(v_cache, "v_cache", keep)
-    idx = describe(kv_indices, "kv_indices", keep)
+    index = tuple(describe(t, n, keep) for t, n in (
+        (batch_indices, "batch_indices"), (positions, "positions"),
+        (kv_indices, "kv_indices"), (kv_indptr, "kv_indptr")))
     for d, n in ((kc, "k_cache"), (vc, "v_cache")):
         if len(d[5]) != 4:
             raise _bad("%s: expected a rank-4 %s page cache, got shape %s", n,
                        kv_layout, list(d[5]))
-    if len(idx[5]) != 1 or _dlpack.dtype_name(idx) != "i32":
-        raise _bad("kv_indices: expected int32 [num_pages_used], got %s %s",
-                   _dlpack.dtype_name(idx), list(idx[5]))
+    # FlashInfer's indices are int32; a wider one is refused, never
+    # narrowed (an int64 position of 2**32 + 1 would become 1).
+    for d, n in zip(index, ("batch_indices", "positions", "kv_indices",
+                            "kv_indptr")):
+        if len(d[5]) != 1 or (d[3], d[4]) != (_dlpack.INT, 32):
+            raise _bad("%s: expected a 1-D int32 tensor, got %s %s", n,
+                       _dlpack.dtype_name(d), list(d[5]))
+    nnz = k[5][0] if k[5] else 0
+    for d, n in zip(index[:2], ("batch_indices", "positions")):
+        if d[5][0] != nnz:
+            raise _bad("%s: %d entries for %d tokens (append_key has nnz = "
+                       "%d): one per token", n, d[5][0], nnz, nnz)
     hnd = kv_layout == "HND"
-    page = kc[5][2] if hnd else kc[5][1]
-    heads = kc[5][1] if hnd else kc[5][2]
     memo = ("flashinfer", k[3], k[4], k[5][1:], kc[1], kc[2], kc[3], kc[4],
             kc[5][1:], kv_layout)
     plan = _plans.get(memo)
     if plan is None:
+        page = kc[5][2] if hnd else kc[5][1]
+        heads = kc[5][1] if hnd else kc[5][2]
         if len(k[5]) != 3 or tuple(k[5][1:]) != (heads, kc[5][3]):
             raise _bad("append_key: shape %s does not match the cache's "
                        "num_kv_heads %d and head_dim %d", list(k[5]), heads,
@@ -527,36 +518,14 @@ def _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
                        "or bfloat16", source, cache)
         plan = _Plan()
         plan.bundle, plan.kernel = _kernel_for(
-            "fused_append", kc[1:3], _vllm_layout(hnd), page,
+            "paged_kv_append", kc[1:3], _vllm_layout(hnd), page,
             heads, kc[5][3], source, cache, None)
         plan.hnd, plan.quantized, plan.block_size = hnd, False, page
         with _plans_lock:
             _plans[memo] = plan
-    nnz = k[5][0]
-    # Context lengths in int32 like the block table: refuse a cache whose
-    # used pages could overflow it (shape-only check, no sync).
-    if (idx[5][0] + 1) * page >= 2 ** 31:
-        raise _bad("kv_indices: %d pages of %d rows pass int32 positions",
-                   idx[5][0], page)
-    torch_like = _dlpack.is_torch(append_key)
-    if torch_like:
-        import torch
-
-        context = (torch.index_select(kv_indptr, 0, batch_indices) * page +
-                   positions).to(torch.int32)
-    else:
-        import numpy
-
-        context = (numpy.asarray(kv_indptr)[numpy.asarray(batch_indices)] *
-                   page + numpy.asarray(positions)).astype(numpy.int32)
-    keep.append(context)
-    qsl = _arange(append_key, nnz + 1, torch_like)
-    table = idx[:5] + ((nnz, idx[5][0]), (0, idx[6][0]))
-    descs = (k, v, table, describe(qsl, "query_start_loc", keep),
-             describe(context, "context_lens", keep), kc, vc, None, None, None,
-             None)
+    descs = (k, v) + index + (kc, vc, None, None, None, None)
     stream = _stream_of(stream, append_key, k)
-    plan.bundle._fused_append(plan.kernel, descs, 0, stream)
+    plan.bundle._paged_kv_append(plan.kernel, descs, 0, stream)
 
 
 if "torch" in sys.modules:

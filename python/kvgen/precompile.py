@@ -9,7 +9,7 @@
         --dtypes bf16 --kv-cache-dtypes auto,fp8
 
 Every combination of the lists is compiled (the kernels the ops look up:
-append, slot_mapping and fused_append of one description; with --mla, the
+append, slot_mapping, fused_append and paged_kv_append of one description; with --mla, the
 latent caches' mla_append, slot_mapping and mla_fused_append instead). A
 model config is a Hugging Face config.json: num_key_value_heads (else
 num_attention_heads), head_dim (else hidden_size / num_attention_heads) and

@@ -24,13 +24,28 @@ def flash_reference(key, value, key_cache, value_cache, slots):
 
 def flashinfer_reference(key, value, batch_indices, positions, k_cache,
                          v_cache, kv_indices, kv_indptr, layout):
+    """FlashInfer's append_paged_kv_cache, in plain Python: token i goes to
+    row p % page of page kv_indices[kv_indptr[b] + p // page], b and p its
+    batch index and position. Where any of those indices is out of range
+    (b outside the batch, p negative or past the request's pages, a kv_indptr
+    range outside kv_indices, a page id outside the cache) the token writes
+    nothing."""
     kc, vc = k_cache.copy(), v_cache.copy()
     page = kc.shape[2] if layout == "HND" else kc.shape[1]
+    num_pages, batch_size = kc.shape[0], len(kv_indptr) - 1
     for i, (b, p) in enumerate(zip(batch_indices, positions)):
-        j = kv_indptr[b] + p // page
-        if j >= len(kv_indices):  # past every page: nothing is written
+        b, p = int(b), int(p)
+        if not 0 <= b < batch_size or p < 0:
             continue
-        pg, row = kv_indices[j], p % page
+        start, end = int(kv_indptr[b]), int(kv_indptr[b + 1])
+        if start < 0 or end > len(kv_indices):
+            continue
+        j = start + p // page
+        if j >= end:  # past the request's last page
+            continue
+        pg, row = int(kv_indices[j]), p % page
+        if not 0 <= pg < num_pages:
+            continue
         if layout == "HND":
             kc[pg, :, row] = key[i]
             vc[pg, :, row] = value[i]

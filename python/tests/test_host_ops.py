@@ -104,6 +104,137 @@ def test_append_paged_kv_cache_equals_reference(layout, stacked):
     assert (bits(vc) == bits(want_v)).all()
 
 
+def _two_requests(rng, layout="NHD"):
+    """Request 0 owns pages [4, 0] (32 rows), request 1 pages [2, 5]; one
+    token each, at position 20 of request 0 and 3 of request 1."""
+    kv_indptr = np.array([0, 2, 4], np.int32)
+    kv_indices = np.array([4, 0, 2, 5], np.int32)
+    batch = np.array([0, 1], np.int32)
+    positions = np.array([20, 3], np.int32)
+    key = rng.standard_normal((2, H, D)).astype(np.float16)
+    value = rng.standard_normal((2, H, D)).astype(np.float16)
+    shape = (NB, H, BS, D) if layout == "HND" else (NB, BS, H, D)
+    kc = _poisoned(shape, np.float16, rng)
+    vc = _poisoned(shape, np.float16, rng)
+    return key, value, batch, positions, kc, vc, kv_indices, kv_indptr
+
+
+def _spoil_position_minus_one(b, p, idx, ptr):
+    # Was request 0's last page's last row (page 0, row 15).
+    p[1] = -1
+
+
+def _spoil_position_past_last_page(b, p, idx, ptr):
+    p[1] = 2 * BS
+
+
+def _spoil_batch_minus_one(b, p, idx, ptr):
+    # NumPy's b[-1] would be the last request: no wrapping.
+    b[1] = -1
+
+
+def _spoil_batch_is_batch_size(b, p, idx, ptr):
+    b[1] = 2
+
+
+def _spoil_indptr_past_indices(b, p, idx, ptr):
+    ptr[2] = len(idx) + 1
+
+
+def _spoil_negative_page(b, p, idx, ptr):
+    idx[2] = -1
+
+
+def _spoil_page_past_the_cache(b, p, idx, ptr):
+    idx[2] = NB
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("spoil", [
+    _spoil_position_minus_one, _spoil_position_past_last_page,
+    _spoil_batch_minus_one, _spoil_batch_is_batch_size,
+    _spoil_indptr_past_indices, _spoil_negative_page,
+    _spoil_page_past_the_cache], ids=lambda f: f.__name__[len("_spoil_"):])
+def test_append_paged_kv_cache_hostile_token_writes_nothing(layout, spoil):
+    """Token 1's index is out of range: it writes nothing anywhere (least of
+    all into request 0's pages), and token 0 is written as usual."""
+    rng = np.random.default_rng(13)
+    key, value, batch, positions, kc, vc, idx, ptr = _two_requests(rng,
+                                                                   layout)
+    spoil(batch, positions, idx, ptr)
+    want_k, want_v = flashinfer_reference(key, value, batch, positions, kc,
+                                          vc, idx, ptr, layout)
+    before_k = kc.copy()
+    kvgen.ops.append_paged_kv_cache(key, value, batch, positions, (kc, vc),
+                                    idx, ptr, np.array([5, 4], np.int32),
+                                    layout)
+    assert (bits(kc) == bits(want_k)).all()
+    assert (bits(vc) == bits(want_v)).all()
+    # Only token 0's row changed: nothing of token 1 landed anywhere.
+    changed = (bits(kc) != bits(before_k)).reshape(NB, -1).any(axis=1)
+    assert list(np.nonzero(changed)[0]) == [0]  # page kv_indices[1]
+
+
+def test_append_paged_kv_cache_position_minus_one_keeps_other_request():
+    """The reviewer's reproducer: position -1 of request 1 used to write row
+    15 of request 0's last page."""
+    rng = np.random.default_rng(17)
+    key, value, batch, positions, kc, vc, idx, ptr = _two_requests(rng)
+    positions[1] = -1
+    row15 = kc[0, 15].copy()
+    kvgen.ops.append_paged_kv_cache(key, value, batch, positions, (kc, vc),
+                                    idx, ptr, np.array([5, 4], np.int32))
+    assert (bits(kc[0, 15]) == bits(row15)).all()
+
+
+@pytest.mark.parametrize("name", ["batch_indices", "positions", "kv_indices",
+                                  "kv_indptr"])
+@pytest.mark.parametrize("dtype", [np.int64, np.int16, np.uint32,
+                                   np.float32])
+def test_append_paged_kv_cache_refuses_other_index_dtypes(name, dtype):
+    rng = np.random.default_rng(19)
+    key, value, batch, positions, kc, vc, idx, ptr = _two_requests(rng)
+    args = dict(batch_indices=batch, positions=positions, kv_indices=idx,
+                kv_indptr=ptr)
+    args[name] = args[name].astype(dtype)
+    before = kc.copy()
+    with pytest.raises(kvgen.InvalidArgumentError, match=name + ".*int32"):
+        kvgen.ops.append_paged_kv_cache(
+            key, value, args["batch_indices"], args["positions"], (kc, vc),
+            args["kv_indices"], args["kv_indptr"], None)
+    assert (bits(kc) == bits(before)).all()
+
+
+def test_append_paged_kv_cache_refuses_int64_positions_never_truncates():
+    """2**32 + 1 cut to 32 bits is 1: refused instead, nothing written."""
+    rng = np.random.default_rng(23)
+    key, value, batch, positions, kc, vc, idx, ptr = _two_requests(rng)
+    wide = positions.astype(np.int64)
+    wide[1] = 2 ** 32 + 1
+    before_k, before_v = kc.copy(), vc.copy()
+    with pytest.raises(kvgen.InvalidArgumentError, match="positions"):
+        kvgen.ops.append_paged_kv_cache(key, value, batch, wide, (kc, vc),
+                                        idx, ptr, None)
+    assert (bits(kc) == bits(before_k)).all()
+    assert (bits(vc) == bits(before_v)).all()
+
+
+@pytest.mark.parametrize("name", ["batch_indices", "positions"])
+@pytest.mark.parametrize("length", [1, 3])
+def test_append_paged_kv_cache_refuses_one_index_per_token_mismatch(name,
+                                                                    length):
+    rng = np.random.default_rng(29)
+    key, value, batch, positions, kc, vc, idx, ptr = _two_requests(rng)
+    args = dict(batch_indices=batch, positions=positions)
+    args[name] = np.resize(args[name], length).astype(np.int32)
+    before = kc.copy()
+    with pytest.raises(kvgen.InvalidArgumentError, match=name):
+        kvgen.ops.append_paged_kv_cache(
+            key, value, args["batch_indices"], args["positions"], (kc, vc),
+            idx, ptr, None)
+    assert (bits(kc) == bits(before)).all()
+
+
 def test_bundle_api_on_host_kernels(tmp_path):
     b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
                       head_dim=D, dtype="f32", target="host")
@@ -129,6 +260,35 @@ def test_bundle_api_on_host_kernels(tmp_path):
     kc[:] = 0
     b.append(key, key, slots, kc, vc, variant="wide")
     assert (bits(kc) == bits(want)).all()
+
+
+@pytest.mark.parametrize("variant", ["auto", "scalar", "wide"])
+def test_bundle_paged_kv_append_and_checked_mode(variant):
+    """Bundle.paged_kv_append launches the kernel itself; in checked mode a
+    batch index out of range is refused by name, nothing written."""
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="f16", target="host")
+    name = b.find("paged_kv_append", layout="paged_nhd", dtype="f16")
+    assert name == "kv_paged_kv_append"
+    rng = np.random.default_rng(31)
+    key, value, batch, positions, kc, vc, idx, ptr = _two_requests(rng)
+    want_k, want_v = flashinfer_reference(key, value, batch, positions, kc,
+                                          vc, idx, ptr, "NHD")
+    b.paged_kv_append(key, value, batch, positions, idx, ptr, kc, vc,
+                      kernel=name, variant=variant)
+    assert (bits(kc) == bits(want_k)).all()
+    assert (bits(vc) == bits(want_v)).all()
+    batch[1] = -1
+    before = kc.copy()
+    b.set_checked(True)
+    try:
+        with pytest.raises(kvgen.InvalidArgumentError,
+                           match=r"batch_indices\[1\] = -1 is out of range"):
+            b.paged_kv_append(key, value, batch, positions, idx, ptr, kc, vc,
+                              kernel=name)
+    finally:
+        b.set_checked(False)
+    assert (bits(kc) == bits(before)).all()
 
 
 def test_steady_state_call_does_not_look_up_kernels(monkeypatch):

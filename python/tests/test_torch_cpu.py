@@ -85,3 +85,47 @@ def test_append_paged_kv_cache_torch(compiled):
     assert torch.equal(kc[1, 1], key[0]) and torch.equal(kc[1, 2], key[1])
     assert torch.equal(kc[7, 3], key[2]) and torch.equal(vc[7, 3], -key[2])
     assert int((kc != 0).any(-1).any(-1).sum()) == 3
+
+
+@pytest.mark.parametrize("spoil", ["position_minus_one", "batch_minus_one",
+                                   "batch_is_batch_size",
+                                   "position_past_last_page"])
+def test_append_paged_kv_cache_torch_hostile_token_writes_nothing(spoil):
+    """Request 0 owns pages [5, 1], request 1 page [7]; token 2 (request 1)
+    is spoiled and must write nothing, least of all into request 0's pages
+    (position -1 was row 15 of page 1)."""
+    kc = torch.zeros(NB, BS, H, D, dtype=torch.float16)
+    vc = torch.zeros_like(kc)
+    kv_indptr = torch.tensor([0, 2, 3], dtype=torch.int32)
+    kv_indices = torch.tensor([5, 1, 7], dtype=torch.int32)
+    batch = torch.tensor([0, 0, 1], dtype=torch.int32)
+    positions = torch.tensor([17, 18, 3], dtype=torch.int32)
+    if spoil == "position_minus_one":
+        positions[2] = -1
+    elif spoil == "batch_minus_one":
+        batch[2] = -1
+    elif spoil == "batch_is_batch_size":
+        batch[2] = 2
+    else:
+        positions[2] = BS
+    key = torch.randn(3, H, D, dtype=torch.float16)
+    last = torch.tensor([3, 4], dtype=torch.int32)
+    kvgen.ops.append_paged_kv_cache(key, -key, batch, positions, (kc, vc),
+                                    kv_indices, kv_indptr, last)
+    assert torch.equal(kc[1, 1], key[0]) and torch.equal(kc[1, 2], key[1])
+    assert int((kc != 0).any(-1).any(-1).sum()) == 2
+    assert int((vc != 0).any(-1).any(-1).sum()) == 2
+
+
+def test_append_paged_kv_cache_torch_refuses_int64_positions():
+    kc = torch.zeros(NB, BS, H, D, dtype=torch.float16)
+    vc = torch.zeros_like(kc)
+    key = torch.randn(2, H, D, dtype=torch.float16)
+    positions = torch.tensor([1, 2 ** 32 + 1], dtype=torch.int64)
+    with pytest.raises(kvgen.InvalidArgumentError, match="positions"):
+        kvgen.ops.append_paged_kv_cache(
+            key, key, torch.tensor([0, 0], dtype=torch.int32), positions,
+            (kc, vc), torch.tensor([3], dtype=torch.int32),
+            torch.tensor([0, 1], dtype=torch.int32),
+            torch.tensor([2], dtype=torch.int32))
+    assert not kc.any() and not vc.any()

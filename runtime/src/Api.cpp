@@ -110,6 +110,12 @@ kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
   return guarded([&] { return fusedAppend(bundle, args, stream); });
 }
 
+kvrt_status kvrt_paged_kv_append(kvrt_bundle *bundle,
+                                 const kvrt_paged_kv_append_args *args,
+                                 kvrt_stream stream) {
+  return guarded([&] { return pagedKvAppend(bundle, args, stream); });
+}
+
 } // extern "C"
 
 extern "C" kvrt_status kvrt_gather(kvrt_bundle *bundle,

@@ -376,6 +376,12 @@ Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
                     args ? &args->variant : nullptr, stream, planFusedAppend);
 }
 
+Status pagedKvAppend(kvrt_bundle *bundle, const kvrt_paged_kv_append_args *args,
+                     kvrt_stream stream) {
+  return launchKind(bundle, args, KernelKind::PagedKvAppend,
+                    args ? &args->variant : nullptr, stream, planPagedKvAppend);
+}
+
 Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
               kvrt_stream stream) {
   return launchKind(bundle, args, KernelKind::Gather,

@@ -62,6 +62,8 @@ Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
                    kvrt_stream stream);
 Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
               kvrt_stream stream);
+Status pagedKvAppend(kvrt_bundle *bundle, const kvrt_paged_kv_append_args *args,
+                     kvrt_stream stream);
 Status mlaAppend(kvrt_bundle *bundle, const kvrt_mla_append_args *args,
                  kvrt_stream stream);
 Status mlaFusedAppend(kvrt_bundle *bundle,

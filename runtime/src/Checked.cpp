@@ -96,7 +96,10 @@ static Status checkSlotMapping(const LaunchPlan &plan, const ReadBytes &read) {
 }
 
 /// The fused append's slots, computed as the kernel does
-/// (docs/KERNEL-ABI.md, "slot_mapping").
+/// (docs/KERNEL-ABI.md, "slot_mapping"). What the kernel drops or moves
+/// without a word is refused here, named: a query_start_loc that is negative
+/// or decreases (its tokens would shift to another request), a negative
+/// context_lens, and a position past the block-table row.
 static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
   const TensorView &tableView = plan.buffers[plan.blockTable];
   HostIndex table, starts, lens;
@@ -105,15 +108,48 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
   KVRT_RETURN_IF_ERROR(lens.read(plan.buffers[plan.contextLens], read));
   int64_t numReqs = tableView.shape[0];
   int64_t maxBlocks = tableView.shape[1];
+  for (int64_t r = 0; r <= numReqs; ++r) {
+    int64_t start = starts.at(r);
+    if (start < 0)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "query_start_loc[%lld] = %lld is negative "
+                        "(checked mode)",
+                        static_cast<long long>(r),
+                        static_cast<long long>(start));
+    if (r > 0 && start < starts.at(r - 1))
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "query_start_loc[%lld] = %lld is below "
+                        "query_start_loc[%lld] = %lld: it must not decrease "
+                        "(checked mode)",
+                        static_cast<long long>(r),
+                        static_cast<long long>(start),
+                        static_cast<long long>(r - 1),
+                        static_cast<long long>(starts.at(r - 1)));
+    if (r < numReqs && lens.at(r) < 0)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "context_lens[%lld] = %lld is negative (checked mode)",
+                        static_cast<long long>(r),
+                        static_cast<long long>(lens.at(r)));
+  }
   SlotOwners owners(plan.numTokens);
   for (int64_t r = 0; r < numReqs; ++r) {
-    int64_t begin = std::max<int64_t>(starts.at(r), 0);
+    int64_t begin = starts.at(r);
     int64_t end = std::min<int64_t>(starts.at(r + 1), plan.numTokens);
     for (int64_t t = begin; t < end; ++t) {
       int64_t position = lens.at(r) + t - starts.at(r);
-      if (position < 0 || position / plan.blockSize >= maxBlocks)
-        continue;
       int64_t column = position / plan.blockSize;
+      if (column >= maxBlocks)
+        return KVRT_ERROR(
+            KVRT_ERROR_INVALID_ARGUMENT,
+            "token %lld (request %lld, position %lld = context_lens[%lld] "
+            "%lld + %lld) is past its block_table row: block %lld of "
+            "max_blocks_per_req %lld (block_size %lld) (checked mode)",
+            static_cast<long long>(t), static_cast<long long>(r),
+            static_cast<long long>(position), static_cast<long long>(r),
+            static_cast<long long>(lens.at(r)),
+            static_cast<long long>(t - starts.at(r)),
+            static_cast<long long>(column), static_cast<long long>(maxBlocks),
+            static_cast<long long>(plan.blockSize));
       int64_t block = table.at(r, column);
       if (block < 0)
         continue;
@@ -141,11 +177,78 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
   return Status();
 }
 
+/// paged_kv_append's slots, computed as the kernel does (docs/CONTRACT.md,
+/// "FlashInfer's page table"): every token whose index the kernel would
+/// skip is refused here, named, as is a slot used twice.
+static Status checkPageTable(const LaunchPlan &plan, const ReadBytes &read) {
+  HostIndex batch, positions, indices, indptr;
+  KVRT_RETURN_IF_ERROR(batch.read(plan.buffers[plan.batchIndices], read));
+  KVRT_RETURN_IF_ERROR(positions.read(plan.buffers[plan.positions], read));
+  KVRT_RETURN_IF_ERROR(indices.read(plan.buffers[plan.kvIndices], read));
+  KVRT_RETURN_IF_ERROR(indptr.read(plan.buffers[plan.kvIndptr], read));
+  int64_t batchSize = plan.buffers[plan.kvIndptr].shape[0] - 1;
+  int64_t numIndices = plan.buffers[plan.kvIndices].shape[0];
+  SlotOwners owners(plan.numTokens);
+  for (int64_t i = 0; i < plan.numTokens; ++i) {
+    int64_t b = batch.at(i);
+    if (b < 0 || b >= batchSize)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "batch_indices[%lld] = %lld is out of range: "
+                        "batch_size is %lld (len(kv_indptr) - 1) "
+                        "(checked mode)",
+                        static_cast<long long>(i), static_cast<long long>(b),
+                        static_cast<long long>(batchSize));
+    int64_t start = indptr.at(b), end = indptr.at(b + 1);
+    if (start < 0 || end > numIndices || start > end)
+      return KVRT_ERROR(
+          KVRT_ERROR_INVALID_ARGUMENT,
+          "kv_indptr[%lld] .. kv_indptr[%lld] = %lld .. %lld "
+          "(token %lld) is not a range of kv_indices, which "
+          "has %lld entries (checked mode)",
+          static_cast<long long>(b), static_cast<long long>(b + 1),
+          static_cast<long long>(start), static_cast<long long>(end),
+          static_cast<long long>(i), static_cast<long long>(numIndices));
+    int64_t p = positions.at(i);
+    if (p < 0 || start + p / plan.blockSize >= end)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "positions[%lld] = %lld is out of range: request %lld "
+                        "has %lld pages of %lld positions (checked mode)",
+                        static_cast<long long>(i), static_cast<long long>(p),
+                        static_cast<long long>(b),
+                        static_cast<long long>(end - start),
+                        static_cast<long long>(plan.blockSize));
+    int64_t column = start + p / plan.blockSize;
+    int64_t page = indices.at(column);
+    if (page < 0 || page >= plan.numBlocks)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "kv_indices[%lld] = %lld (token %lld, request %lld, "
+                        "position %lld) is out of range: the cache has "
+                        "num_blocks %lld (checked mode)",
+                        static_cast<long long>(column),
+                        static_cast<long long>(page), static_cast<long long>(i),
+                        static_cast<long long>(b), static_cast<long long>(p),
+                        static_cast<long long>(plan.numBlocks));
+    int64_t slot = page * plan.blockSize + p % plan.blockSize;
+    int64_t earlier = owners.claim(slot, i);
+    if (earlier >= 0)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "token %lld (request %lld, position %lld) writes "
+                        "slot %lld, also used by token %lld; two tokens of "
+                        "one launch must not share a slot (checked mode)",
+                        static_cast<long long>(i), static_cast<long long>(b),
+                        static_cast<long long>(p), static_cast<long long>(slot),
+                        static_cast<long long>(earlier));
+  }
+  return Status();
+}
+
 Status checkSlots(const LaunchPlan &plan, const ReadBytes &read) {
   if (plan.slotMapping >= 0)
     return checkSlotMapping(plan, read);
   if (plan.blockTable >= 0)
     return checkBlockTable(plan, read);
+  if (plan.kvIndptr >= 0)
+    return checkPageTable(plan, read);
   return Status();
 }
 

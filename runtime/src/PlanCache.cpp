@@ -116,6 +116,15 @@ void addArguments(LaunchKey &key, const kvrt_fused_append_args &a) {
   key.addWord(variantBits(a.variant));
 }
 
+void addArguments(LaunchKey &key, const kvrt_paged_kv_append_args &a) {
+  for (const DLTensor *t :
+       {a.key, a.value, a.batch_indices, a.positions, a.kv_indices, a.kv_indptr,
+        a.key_cache, a.value_cache, a.key_scale, a.value_scale,
+        a.key_scale_cache, a.value_scale_cache})
+    key.addTensor(t);
+  key.addWord(variantBits(a.variant));
+}
+
 void addArguments(LaunchKey &key, const kvrt_gather_args &a) {
   for (const DLTensor *t :
        {a.key_cache, a.value_cache, a.slot_mapping, a.key_out, a.value_out,

@@ -67,7 +67,7 @@ public:
   /// Equal but for the tensors' data and byte_offset.
   bool sameShapes(const LaunchKey &other) const;
 
-  /// The most tensors a launch's arguments hold (fused_append's 11).
+  /// The most tensors a launch's arguments hold (paged_kv_append's 12).
   static constexpr int kMaxTensors = 12;
   /// The argument tensors added, in order (NULL ones included), and the
   /// data and byte_offset of each (0 for NULL).
@@ -98,6 +98,7 @@ void addArguments(LaunchKey &key, const kvrt_append_args &args);
 void addArguments(LaunchKey &key, const kvrt_slot_mapping_args &args);
 void addArguments(LaunchKey &key, const kvrt_fused_append_args &args);
 void addArguments(LaunchKey &key, const kvrt_gather_args &args);
+void addArguments(LaunchKey &key, const kvrt_paged_kv_append_args &args);
 void addArguments(LaunchKey &key, const kvrt_mla_append_args &args);
 void addArguments(LaunchKey &key, const kvrt_mla_fused_append_args &args);
 

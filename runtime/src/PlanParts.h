@@ -67,6 +67,21 @@ Status checkScales(const KernelDescription &kernel, const OperationSpecs &specs,
 Status checkWritesDisjoint(const TensorView *const *written, int numWritten,
                            const TensorView *const *others, int numOthers);
 
+/// The rows, caches and scales shared by append, fused_append and
+/// paged_kv_append; for a cache without V, `valueView` is the key's.
+Status checkAppendTensors(const KernelDescription &kernel,
+                          const OperationSpecs &specs, const DLTensor *key,
+                          const DLTensor *value, const DLTensor *keyCache,
+                          const DLTensor *valueCache,
+                          const DLTensor *const scales[4], TensorView *keyView,
+                          TensorView *valueView, CacheViews *caches,
+                          ParamValues *values);
+
+/// What an append-like launch writes (Params.def's KVGEN_ABI_KERNEL_WRITES
+/// for its kind): the caches, and a dynamic description's scale caches.
+int writtenByAppend(const KernelDescription &kernel, const CacheViews &caches,
+                    const TensorView *written[4]);
+
 /// The block table, query_start_loc and context_lens of a fused launch.
 Status checkRequests(const DLTensor *blockTable, const DLTensor *queryStartLoc,
                      const DLTensor *contextLens, TensorView *table,

@@ -64,6 +64,14 @@ struct AbiIndexSpecs : IndexSpecs {
                               "[num_reqs + 1] (int32)", {"num_reqs + 1"});
     contextLens = indexSpec("context_lens", DType::I32, "[num_reqs] (int32)",
                             {"num_reqs"});
+    batchIndices = indexSpec("batch_indices", DType::I32,
+                             "[num_tokens] (int32)", {"num_tokens"});
+    positions = indexSpec("positions", DType::I32, "[num_tokens] (int32)",
+                          {"num_tokens"});
+    kvIndices = indexSpec("kv_indices", DType::I32, "[num_indices] (int32)",
+                          {"num_indices"});
+    kvIndptr = indexSpec("kv_indptr", DType::I32, "[batch_size + 1] (int32)",
+                         {"batch_size + 1"});
   }
 };
 } // namespace

@@ -141,6 +141,12 @@ Status packInAbiOrder(const KernelDescription &kernel,
     plan->queryStartLoc = at(Param::QueryStartLoc);
     plan->contextLens = at(Param::ContextLens);
   }
+  if (kernel.kind == KernelKind::PagedKvAppend) {
+    plan->batchIndices = at(Param::BatchIndices);
+    plan->positions = at(Param::Positions);
+    plan->kvIndices = at(Param::KvIndices);
+    plan->kvIndptr = at(Param::KvIndptr);
+  }
   // The vector variant moves these 16 bytes at a time; a cache side whose
   // head_dim elements are not adjacent is written element by element.
   bool gather = kernel.kind == KernelKind::Gather;
@@ -318,15 +324,15 @@ Status checkWritesDisjoint(const TensorView *const *written, int numWritten,
 // Plans
 //===----------------------------------------------------------------------===//
 
-/// The rows, caches and scales shared by append and fused_append.
-static Status checkAppendTensors(const KernelDescription &kernel,
-                                 const OperationSpecs &specs,
-                                 const DLTensor *key, const DLTensor *value,
-                                 const DLTensor *keyCache,
-                                 const DLTensor *valueCache,
-                                 const DLTensor *const scales[4],
-                                 TensorView *keyView, TensorView *valueView,
-                                 CacheViews *caches, ParamValues *values) {
+/// The rows, caches and scales shared by append, fused_append and
+/// paged_kv_append.
+Status checkAppendTensors(const KernelDescription &kernel,
+                          const OperationSpecs &specs, const DLTensor *key,
+                          const DLTensor *value, const DLTensor *keyCache,
+                          const DLTensor *valueCache,
+                          const DLTensor *const scales[4], TensorView *keyView,
+                          TensorView *valueView, CacheViews *caches,
+                          ParamValues *values) {
   bool withValue = kernel.cache.hasValue();
   if (!withValue && value)
     return refuseValue("value", kernel);
@@ -364,9 +370,8 @@ static Status checkAppendTensors(const KernelDescription &kernel,
 /// What an append-like launch writes, as Params.def's
 /// KVGEN_ABI_KERNEL_WRITES says for its kind: the caches, and the scales
 /// where they are a dynamic description's scale caches.
-static int writtenByAppend(const KernelDescription &kernel,
-                           const CacheViews &caches,
-                           const TensorView *written[4]) {
+int writtenByAppend(const KernelDescription &kernel, const CacheViews &caches,
+                    const TensorView *written[4]) {
   int count = 0;
   if (abi::kernelWrites(kernel.kind, Param::KeyCache))
     for (int i = 0; i < caches.numWhole; ++i)

@@ -22,10 +22,11 @@
 namespace kvrt::impl {
 
 constexpr int kMaxBuffers = static_cast<int>(abi::maxBuffers());
-constexpr int kMaxScalars =
-    static_cast<int>(abi::maxParams() - abi::maxBuffers());
+constexpr int kMaxScalars = static_cast<int>(abi::maxScalars());
 /// A buffer is one pointer parameter.
 constexpr int kMaxParams = kMaxBuffers + kMaxScalars;
+static_assert(kMaxParams >= static_cast<int>(abi::maxParams()),
+              "a launch's arrays hold every parameter of every kind");
 constexpr int kNumParamIds =
     static_cast<int>(sizeof(abi::kParams) / sizeof(abi::kParams[0]));
 
@@ -48,6 +49,8 @@ OperationSpecs makeSpecs(const KernelDescription &kernel);
 /// The index tensors' specs: fixed by the ABI.
 struct IndexSpecs {
   TensorSpec slotMapping, blockTable, queryStartLoc, contextLens;
+  /// paged_kv_append's page table (FlashInfer's names).
+  TensorSpec batchIndices, positions, kvIndices, kvIndptr;
 };
 const IndexSpecs &indexSpecs();
 
@@ -64,6 +67,10 @@ struct LaunchPlan {
   int blockTable = -1;
   int queryStartLoc = -1;
   int contextLens = -1;
+  int batchIndices = -1;
+  int positions = -1;
+  int kvIndices = -1;
+  int kvIndptr = -1;
   int64_t numBlocks = 0;
   int64_t blockSize = 0;
   TensorView buffers[kMaxBuffers];
@@ -98,6 +105,10 @@ Status planSlotMapping(const Manifest &manifest, const Operation &operation,
 Status planFusedAppend(const Manifest &manifest, const Operation &operation,
                        const OperationSpecs &specs,
                        const kvrt_fused_append_args &args, LaunchPlan *plan);
+Status planPagedKvAppend(const Manifest &manifest, const Operation &operation,
+                         const OperationSpecs &specs,
+                         const kvrt_paged_kv_append_args &args,
+                         LaunchPlan *plan);
 /// The tensors of mla_append (slotMapping) and mla_fused_append (blockTable,
 /// queryStartLoc, contextLens; slotMapping null).
 struct MlaTensors {

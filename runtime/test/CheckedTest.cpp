@@ -109,4 +109,39 @@ TEST_F(CheckedTest, FusedBlockPastTheCacheIsRefused) {
                  "num_blocks (3)"});
 }
 
+// What the kernel drops or moves without a word, refused by name: a
+// position past the block-table row, a negative context length, a negative
+// or decreasing query_start_loc.
+TEST_F(CheckedTest, FusedPositionPastTheRowIsRefused) {
+  check();
+  // Request 1 at context 11: positions 11 and 12, and 12 / 4 = column 3 of a
+  // row of 3.
+  setRequests({0, 2, 2, 1, 2, 2}, {0, 3, 5}, {0, 11});
+  expectRefused(fused(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"token 4 (request 1, position 12 = context_lens[1] 11 + 1) "
+                 "is past its block_table row: block 3 of "
+                 "max_blocks_per_req 3"});
+}
+
+TEST_F(CheckedTest, FusedNegativeContextLensIsRefused) {
+  check();
+  setRequests({0, 2, 2, 1, 2, 2}, {0, 3, 5}, {0, -1});
+  expectRefused(fused(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"context_lens[1] = -1 is negative"});
+}
+
+TEST_F(CheckedTest, FusedDecreasingQueryStartLocIsRefused) {
+  check();
+  setRequests({0, 2, 2, 1, 2, 2}, {0, 3, 2}, {0, 2});
+  expectRefused(fused(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"query_start_loc[2] = 2 is below query_start_loc[1] = 3"});
+}
+
+TEST_F(CheckedTest, FusedNegativeQueryStartLocIsRefused) {
+  check();
+  setRequests({0, 2, 2, 1, 2, 2}, {-1, 3, 5}, {0, 2});
+  expectRefused(fused(), KVRT_ERROR_INVALID_ARGUMENT,
+                {"query_start_loc[0] = -1 is negative"});
+}
+
 } // namespace

@@ -4,6 +4,7 @@
 #include "FakeCuda.h"
 #include "Manifest.h"
 #include "Status.h"
+#include "Validation.h"
 
 #include <stdexcept>
 
@@ -14,6 +15,27 @@ using namespace kvrt::impl;
 using ::testing::HasSubstr;
 
 namespace {
+
+// A launch's fixed arrays (LaunchPlan, PackedParams) hold every kind's
+// buffers and scalars. The kind with the most parameters need not have the
+// most scalars: sizing the scalars as maxParams() - maxBuffers() let
+// fused_append's 19 scalars overflow once paged_kv_append (10 buffers, 18
+// scalars) set both maxima.
+TEST(LaunchArrays, HoldEveryKindsBuffersAndScalars) {
+  for (const char *name : kvgen::abi::kKindNames) {
+    kvgen::abi::KernelKind kind;
+    ASSERT_TRUE(kvgen::abi::parseKind(name, &kind));
+    for (auto quant :
+         {kvgen::abi::Quantization::None, kvgen::abi::Quantization::Static,
+          kvgen::abi::Quantization::Dynamic}) {
+      size_t buffers = 0;
+      size_t total = kvgen::abi::countParams(kind, quant, &buffers);
+      EXPECT_LE(buffers, static_cast<size_t>(kvrt::impl::kMaxBuffers)) << name;
+      EXPECT_LE(total - buffers, static_cast<size_t>(kvrt::impl::kMaxScalars))
+          << name;
+    }
+  }
+}
 
 TEST(Guarded, AllocationFailureIsOutOfMemory) {
   kvrt_status status = guarded([]() -> Status { throw std::bad_alloc(); });

@@ -532,6 +532,13 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
        &kvrt_mla_fused_append_args::key_cache,
        &kvrt_mla_fused_append_args::key_scale},
       /*hasVariant=*/true);
+  using Paged = kvrt_paged_kv_append_args;
+  expectEveryTensorKeyed<Paged>(
+      {&Paged::key, &Paged::value, &Paged::batch_indices, &Paged::positions,
+       &Paged::kv_indices, &Paged::kv_indptr, &Paged::key_cache,
+       &Paged::value_cache, &Paged::key_scale, &Paged::value_scale,
+       &Paged::key_scale_cache, &Paged::value_scale_cache},
+      /*hasVariant=*/true);
 }
 
 } // namespace

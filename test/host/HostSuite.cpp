@@ -163,6 +163,9 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     case KernelKind::MlaFusedAppend:
       d.kind = Kind::MlaFusedAppend;
       break;
+    case KernelKind::PagedKvAppend:
+      d.kind = Kind::PagedKvAppend;
+      break;
     }
     d.kOnly = !plan.cache.hasValue();
     if (kv::LatentAttr latent = plan.cache.getLatent()) {

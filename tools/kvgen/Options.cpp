@@ -334,6 +334,7 @@ FailureOr<std::string> driver::descriptionFromFlags() {
     case abi::KernelKind::FusedAppend:
     case abi::KernelKind::MlaAppend: // the verifier asks for a latent cache
     case abi::KernelKind::MlaFusedAppend:
+    case abi::KernelKind::PagedKvAppend:
       clause = " from " + *dtype;
       break;
     case abi::KernelKind::SlotMapping:

@@ -386,6 +386,24 @@ constexpr size_t maxBuffers() {
   return most;
 }
 
+/// The most scalars any kernel takes. Not maxParams() - maxBuffers(): the
+/// kind with the most parameters need not be the one with the most scalars
+/// (paged_kv_append has a buffer more and a scalar less than fused_append).
+constexpr size_t maxScalars() {
+  size_t most = 0;
+  for (KernelKind kind : {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name) KernelKind::Id,
+#include "kvgen/ABI/KernelKinds.def"
+       })
+    for (Quantization q :
+         {Quantization::None, Quantization::Static, Quantization::Dynamic}) {
+      size_t buffers = 0;
+      size_t scalars = countParams(kind, q, &buffers) - buffers;
+      most = scalars > most ? scalars : most;
+    }
+  return most;
+}
+
 // Every KVGEN_ABI_KERNEL_WRITES entry is a buffer its kind takes.
 static_assert(
     [] {

@@ -35,6 +35,13 @@ struct KernelPlan {
     return kind == KernelKind::FusedAppend ||
            kind == KernelKind::MlaFusedAppend;
   }
+  /// paged_kv_append: the slot comes from FlashInfer's ragged page table.
+  bool slotFromPageTable() const { return kind == KernelKind::PagedKvAppend; }
+  /// An append of K and V rows (not latent) through any slot rule.
+  bool appendsRows() const {
+    return kind == KernelKind::Append || kind == KernelKind::FusedAppend ||
+           kind == KernelKind::PagedKvAppend;
+  }
   KernelVariant variant;
   /// Whether the kernel moves whole chunks with vector accesses (the vector
   /// and wide variants), under the alignment promise.

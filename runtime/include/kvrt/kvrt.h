@@ -62,8 +62,7 @@ size_t kvrt_bundle_num_kernels(const kvrt_bundle *bundle);
 const char *kvrt_bundle_kernel_name(const kvrt_bundle *bundle, size_t index);
 
 /* The manifest's kind ("append", "slot_mapping", "fused_append", "gather",
- * "mla_append")
- * and variant
+ * "mla_append", "mla_fused_append", "paged_kv_append") and variant
  * ("vector", "scalar", "wide") of kernel `index`; NULL if out of range. A
  * binding uses them to find the descriptions a bundle offers. */
 const char *kvrt_bundle_kernel_kind(const kvrt_bundle *bundle, size_t index);
@@ -87,11 +86,14 @@ kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
 
 /* Checked mode, for a developer whose cache looks corrupted: before every
  * append and fused append, kvrt copies slot_mapping (or the block table and
- * positions) to the host, synchronizing the stream, and refuses
- * (KVRT_ERROR_INVALID_ARGUMENT, nothing launched) a slot out of range, a slot
- * used by two tokens, or a block id past num_blocks, naming the first
- * offending token. Slow and not graph-capturable. Off by default; the
- * environment variable KVRT_CHECKED=1 turns it on for every bundle loaded. */
+ * positions, or the page table) to the host, synchronizing the stream, and
+ * refuses (KVRT_ERROR_INVALID_ARGUMENT, nothing launched) a slot out of
+ * range, a slot used by two tokens, a block id past num_blocks, a position
+ * past its block-table row or page list, a negative context_lens, a negative
+ * or decreasing query_start_loc, or a batch index out of range, naming the
+ * first offending token or entry. Slow and not graph-capturable. Off by
+ * default; the environment variable KVRT_CHECKED=1 turns it on for every bundle
+ * loaded. */
 kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled);
 
 /* Programmatic dependent launch (sm_90 and newer, a CUDA 12 driver): a kernel
@@ -234,6 +236,37 @@ typedef struct kvrt_fused_append_args {
 kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
                               const kvrt_fused_append_args *args,
                               kvrt_stream stream);
+
+/* FlashInfer's append_paged_kv_cache in one launch (kernel kind
+ * paged_kv_append): token i of key/value goes to position p = positions[i]
+ * of request b = batch_indices[i], whose pages are kv_indices[kv_indptr[b]
+ * .. kv_indptr[b + 1]): slot kv_indices[kv_indptr[b] + p / block_size] *
+ * block_size + p % block_size. The kernel checks every index before it reads
+ * the token's K or V: b outside [0, batch_size), p < 0, a kv_indptr range
+ * outside kv_indices, a page past the request's last one, a negative page id
+ * or one past num_blocks write nothing (checked mode refuses them instead,
+ * naming the token). All four index tensors are int32 and contiguous;
+ * batch_size is len(kv_indptr) - 1. Scales as in kvrt_append_args. */
+typedef struct kvrt_paged_kv_append_args {
+  const char *kernel;
+  const DLTensor *key;
+  const DLTensor *value;
+  const DLTensor *batch_indices; /* int32 [num_tokens] */
+  const DLTensor *positions;     /* int32 [num_tokens] */
+  const DLTensor *kv_indices;    /* int32 [num_indices] */
+  const DLTensor *kv_indptr;     /* int32 [batch_size + 1] */
+  const DLTensor *key_cache;
+  const DLTensor *value_cache;
+  kvrt_variant variant;
+  const DLTensor *key_scale;
+  const DLTensor *value_scale;
+  const DLTensor *key_scale_cache;
+  const DLTensor *value_scale_cache;
+} kvrt_paged_kv_append_args;
+
+kvrt_status kvrt_paged_kv_append(kvrt_bundle *bundle,
+                                 const kvrt_paged_kv_append_args *args,
+                                 kvrt_stream stream);
 
 /* Read rows back out of the cache (kernel kind gather): row i of key_out and
  * value_out ([n, num_kv_heads, head_dim] of the description's output_dtype,

@@ -118,6 +118,10 @@ public:
                      kvrt_stream stream = nullptr) {
     return Status::fromCode(kvrt_fused_append(bundle, &args, stream));
   }
+  Status pagedKvAppend(const kvrt_paged_kv_append_args &args,
+                       kvrt_stream stream = nullptr) {
+    return Status::fromCode(kvrt_paged_kv_append(bundle, &args, stream));
+  }
   Status gather(const kvrt_gather_args &args, kvrt_stream stream = nullptr) {
     return Status::fromCode(kvrt_gather(bundle, &args, stream));
   }

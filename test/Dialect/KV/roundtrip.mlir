@@ -38,6 +38,18 @@ kv.slot_mapping @slots : !kv.cache<layout = paged_nhd, block_size = 16,
 kv.fused_append @fused : !kv.cache<layout = paged_hnd, block_size = 16,
     num_kv_heads = 8, head_dim = 64, dtype = f16> from f16
 
+// CHECK-LABEL: kv.paged_kv_append @paged
+// CHECK-SAME: layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from f32
+kv.paged_kv_append @paged : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 8, head_dim = 128, dtype = bf16> from f32
+
+// CHECK-LABEL: kv.paged_kv_append @paged_int8
+// CHECK-SAME: layout = paged_hnd, block_size = 32, num_kv_heads = 2, head_dim = 64, dtype = i8, quant = <kind = int8, granularity = per_token_head, mode = dynamic>> from f16
+kv.paged_kv_append @paged_int8 : !kv.cache<layout = paged_hnd, block_size = 32,
+    num_kv_heads = 2, head_dim = 64, dtype = i8,
+    quant = #kv.quant<kind = int8, granularity = per_token_head,
+                      mode = dynamic>> from f16
+
 // CHECK-LABEL: kv.append @fp8
 // CHECK-SAME: dtype = f8E4M3FN, quant = <kind = fp8_e4m3, granularity = per_tensor, mode = static>> from bf16
 kv.append @fp8 : !kv.cache<layout = paged_nhd, block_size = 16,

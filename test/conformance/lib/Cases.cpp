@@ -606,6 +606,151 @@ public:
            checkTablesUnchanged(t, tables, failure);
   }
 
+  //===--------------------------------------------------------------------===//
+  // FlashInfer's page table (paged_kv_append)
+  //===--------------------------------------------------------------------===//
+
+  /// FlashInfer's inputs for `requests`: each request's pages (enough for
+  /// context_len + new tokens) drawn from a shuffled pool, listed in
+  /// kv_indices in request order; its new tokens at positions context_len
+  /// onwards. `shuffleTokens` sends the tokens in a random order.
+  PageTableInputs makePageTable(const std::vector<Request> &requests,
+                                bool shuffleTokens = false) {
+    PageTableInputs in;
+    BlockPool pool(kPagedBlocks, rng);
+    in.kvIndptr.push_back(0);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      int64_t length = requests[r].contextLen + requests[r].newTokens;
+      int64_t pages = (length + desc.blockSize - 1) / desc.blockSize;
+      for (int64_t k = 0; k < pages; ++k)
+        in.kvIndices.push_back(static_cast<int32_t>(pool.take()));
+      in.kvIndptr.push_back(static_cast<int32_t>(in.kvIndices.size()));
+      for (int32_t i = 0; i < requests[r].newTokens; ++i) {
+        in.batchIndices.push_back(static_cast<int32_t>(r));
+        in.positions.push_back(requests[r].contextLen + i);
+      }
+    }
+    if (shuffleTokens) {
+      std::vector<size_t> order(in.positions.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::shuffle(order.begin(), order.end(), rng);
+      PageTableInputs shuffled = in;
+      for (size_t i = 0; i < order.size(); ++i) {
+        shuffled.batchIndices[i] = in.batchIndices[order[i]];
+        shuffled.positions[i] = in.positions[order[i]];
+      }
+      in = shuffled;
+    }
+    return in;
+  }
+
+  /// Decode: one token per request at the block-boundary context lengths.
+  PageTableInputs decodePages(int64_t numReqs) {
+    const int64_t bs = desc.blockSize;
+    const int64_t edges[] = {0, bs - 1, bs, 2 * bs - 1, 3 * bs - 1};
+    std::vector<Request> requests;
+    for (int64_t r = 0; r < numReqs; ++r)
+      requests.push_back(
+          {static_cast<int32_t>(r < 5 ? edges[r] : uniform(0, 3 * bs - 1)), 1});
+    return makePageTable(requests, /*shuffleTokens=*/true);
+  }
+
+  /// Prefill: a fresh prompt over three blocks, a second chunk of a prompt
+  /// already in the cache, a one-token prompt.
+  PageTableInputs prefillPages() {
+    const int32_t bs = static_cast<int32_t>(desc.blockSize);
+    return makePageTable({{0, 2 * bs + 5}, {bs + 3, bs - 1}, {0, 1}});
+  }
+
+  struct PagedSpec {
+    PageTableInputs pages;
+    SourceStorage source = SourceStorage::Compact;
+    /// KvInterleavedTruncated: the rows backed by memory; the tokens after
+    /// them must write nothing and are never read.
+    int64_t storedTokens = -1;
+    kvrt_variant variant = KVRT_VARIANT_AUTO;
+    int repeats = 1;
+    bool checked = false;
+    bool expectRefusal = false;
+    std::string message;
+  };
+
+  bool runPaged(const PagedSpec &spec, std::string &failure) {
+    const PageTableInputs &in = spec.pages;
+    int64_t tokens = static_cast<int64_t>(in.positions.size());
+    SourceSet source;
+    CacheSet caches;
+    ScaleSet scales;
+    DeviceBuffer batchBuf, posBuf, indicesBuf, indptrBuf, slotBuffer;
+    std::vector<int64_t> slots =
+        pageTableSlotsReference(desc.blockSize, kPagedBlocks, in);
+    if (!source.create(backend, desc, tokens, spec.source, rng, failure,
+                       spec.storedTokens) ||
+        !caches.create(backend, desc, kPagedBlocks, CacheStorage::Compact,
+                       rng(), failure) ||
+        !uploadVector(backend, in.batchIndices, batchBuf, failure) ||
+        !uploadVector(backend, in.positions, posBuf, failure) ||
+        !uploadVector(backend, in.kvIndices, indicesBuf, failure) ||
+        !uploadVector(backend, in.kvIndptr, indptrBuf, failure))
+      return false;
+    if (desc.quant && (!prepareQuant(slots, source, scales, false, failure) ||
+                       !uploadVector(backend, slots, slotBuffer, failure)))
+      return false;
+    DLDevice dev = backend.device();
+    TensorArg slotArg(slotBuffer.get(), 0, dev, int64Type(), {tokens}, {1});
+    TensorArg batchArg(batchBuf.get(), 0, dev, int32Type(), {tokens}, {1});
+    TensorArg posArg(posBuf.get(), 0, dev, int32Type(), {tokens}, {1});
+    TensorArg indicesArg(indicesBuf.get(), 0, dev, int32Type(),
+                         {static_cast<int64_t>(in.kvIndices.size())}, {1});
+    TensorArg indptrArg(indptrBuf.get(), 0, dev, int32Type(),
+                        {static_cast<int64_t>(in.kvIndptr.size())}, {1});
+    kvrt_paged_kv_append_args args{};
+    args.kernel = desc.name.c_str();
+    args.key = source.key();
+    args.value = source.value();
+    args.batch_indices = batchArg.get();
+    args.positions = posArg.get();
+    args.kv_indices = indicesArg.get();
+    args.kv_indptr = indptrArg.get();
+    args.key_cache = caches.keyCache();
+    args.value_cache = caches.valueCache();
+    args.variant = spec.variant;
+    setScales(args, scales);
+    CheckedMode checked(bundle, spec.checked);
+    if (checked.status != KVRT_SUCCESS) {
+      failure = kvrtFailure("kvrt_bundle_set_checked", checked.status);
+      return false;
+    }
+    for (int i = 0; i < spec.repeats; ++i) {
+      kvrt_status status =
+          kvrt_paged_kv_append(bundle, &args, backend.stream());
+      if (!checkStatus("kvrt_paged_kv_append", status, spec.expectRefusal,
+                       failure) ||
+          (spec.expectRefusal && !checkMessage(spec.message, failure)))
+        return false;
+    }
+    if (!backend.synchronize()) {
+      failure = "synchronize failed: " + backend.lastError();
+      return false;
+    }
+    if (!checkAppended(slots, slotArg.get(), source, caches, scales,
+                       spec.expectRefusal, failure))
+      return false;
+    stats.bytesCompared +=
+        static_cast<int64_t>(source.storageBytes() +
+                             4 * (in.batchIndices.size() + in.positions.size() +
+                                  in.kvIndices.size() + in.kvIndptr.size()));
+    return source.checkUnchanged(failure) &&
+           checkUnchanged(backend, in.batchIndices, batchBuf.get(),
+                          "batch_indices", failure) &&
+           checkUnchanged(backend, in.positions, posBuf.get(), "positions",
+                          failure) &&
+           checkUnchanged(backend, in.kvIndices, indicesBuf.get(), "kv_indices",
+                          failure) &&
+           checkUnchanged(backend, in.kvIndptr, indptrBuf.get(), "kv_indptr",
+                          failure);
+  }
+
   /// A gather of caches holding arbitrary bytes (their poison): every
   /// output element against the reference, rows of padding and
   /// out-of-range slots untouched, the caches and scales untouched.
@@ -1078,6 +1223,154 @@ std::vector<CaseDef> fusedCases(bool wide) {
   return cases;
 }
 
+using PSpec = CaseEnv::PagedSpec;
+
+void addPaged(std::vector<CaseDef> &cases, const std::string &name,
+              std::function<PSpec(CaseEnv &)> make) {
+  cases.push_back({name, [make](CaseEnv &env, std::string &failure) {
+                     return env.runPaged(make(env), failure);
+                   }});
+}
+
+/// One hostile token appended to a valid prefill batch: `spoil` changes the
+/// inputs so that token (the last) must write nothing, and returns what
+/// checked mode's refusal says. The other tokens are written as usual, the
+/// spoiled one's K/V row lies past the end of the fenced source (where the
+/// backend has fences: reading it faults) and every byte of the cache is
+/// compared, so a write into another request's page is seen.
+void addHostile(
+    std::vector<CaseDef> &cases, const std::string &name,
+    std::function<std::string(CaseEnv &, PageTableInputs &)> spoil) {
+  for (bool checked : {false, true})
+    addPaged(cases, (checked ? "checked_" : "hostile_") + name + "/auto",
+             [spoil, checked](CaseEnv &env) {
+               PSpec spec;
+               spec.pages = env.prefillPages();
+               // The extra token: request 1's, at a valid position first.
+               PageTableInputs &in = spec.pages;
+               in.batchIndices.push_back(1);
+               in.positions.push_back(0);
+               spec.message = spoil(env, in);
+               spec.source = SourceStorage::KvInterleavedTruncated;
+               spec.storedTokens =
+                   static_cast<int64_t>(in.positions.size()) - 1;
+               spec.checked = checked;
+               spec.expectRefusal = checked;
+               return spec;
+             });
+}
+
+std::vector<CaseDef> pagedCases(bool wide) {
+  std::vector<CaseDef> cases;
+  for (kvrt_variant variant : appendVariants(wide)) {
+    std::string suffix = variantSuffix(variant);
+    addPaged(cases, "decode" + suffix, [variant](CaseEnv &env) {
+      PSpec spec;
+      spec.pages = env.decodePages(7);
+      spec.variant = variant;
+      return spec;
+    });
+    addPaged(cases, "prefill" + suffix, [variant](CaseEnv &env) {
+      PSpec spec;
+      spec.pages = env.prefillPages();
+      spec.variant = variant;
+      return spec;
+    });
+  }
+  addPaged(cases, "fused_qkv/vector", [](CaseEnv &env) {
+    PSpec spec;
+    spec.pages = env.decodePages(7);
+    spec.source = SourceStorage::FusedQkv;
+    spec.variant = KVRT_VARIANT_VECTOR;
+    return spec;
+  });
+  addPaged(cases, "twice_equals_once/auto", [](CaseEnv &env) {
+    PSpec spec;
+    spec.pages = env.prefillPages();
+    spec.repeats = 2;
+    return spec;
+  });
+  addPaged(cases, "empty/auto", [](CaseEnv &env) {
+    PSpec spec;
+    spec.pages = env.makePageTable({{3, 0}, {0, 0}});
+    return spec;
+  });
+  // Each input FlashInfer's kernel trusts, out of range in one token.
+  // Position -1 of request 1 was request 0's last page's last row when the
+  // position was added to the start of the request's pages unchecked.
+  addHostile(cases, "position_minus_one", [](CaseEnv &, PageTableInputs &in) {
+    in.positions.back() = -1;
+    return std::string("positions[") + std::to_string(in.positions.size() - 1) +
+           "] = -1 is out of range";
+  });
+  addHostile(
+      cases, "position_past_last_page", [](CaseEnv &env, PageTableInputs &in) {
+        int64_t pages = in.kvIndptr[2] - in.kvIndptr[1];
+        in.positions.back() = static_cast<int32_t>(pages * env.desc.blockSize);
+        return "positions[" + std::to_string(in.positions.size() - 1) +
+               "] = " + std::to_string(in.positions.back()) +
+               " is out of range: request 1 has " + std::to_string(pages) +
+               " pages";
+      });
+  addHostile(cases, "position_int32_max", [](CaseEnv &, PageTableInputs &in) {
+    in.positions.back() = std::numeric_limits<int32_t>::max();
+    return std::string("positions[") + std::to_string(in.positions.size() - 1) +
+           "] = 2147483647";
+  });
+  addHostile(cases, "batch_minus_one", [](CaseEnv &, PageTableInputs &in) {
+    in.batchIndices.back() = -1;
+    return std::string("batch_indices[") +
+           std::to_string(in.batchIndices.size() - 1) +
+           "] = -1 is out of range: batch_size is 3";
+  });
+  addHostile(cases, "batch_is_batch_size", [](CaseEnv &, PageTableInputs &in) {
+    in.batchIndices.back() = 3;
+    return std::string("batch_indices[") +
+           std::to_string(in.batchIndices.size() - 1) +
+           "] = 3 is out of range: batch_size is 3";
+  });
+  addHostile(cases, "indptr_past_indices", [](CaseEnv &, PageTableInputs &in) {
+    // The spoiled token's request is the last one, whose range now ends one
+    // past kv_indices: none of its tokens may write.
+    in.batchIndices.back() = 2;
+    in.kvIndptr[3] = static_cast<int32_t>(in.kvIndices.size()) + 1;
+    return std::string("kv_indptr[2] .. kv_indptr[3]");
+  });
+  addHostile(cases, "indptr_negative", [](CaseEnv &, PageTableInputs &in) {
+    in.batchIndices.back() = 0;
+    in.kvIndptr[0] = -1;
+    return std::string("kv_indptr[0] .. kv_indptr[1] = -1 ..");
+  });
+  addHostile(cases, "negative_page", [](CaseEnv &, PageTableInputs &in) {
+    // Request 1's first page: token 0 of request 1 (position bs + 3 is on
+    // its second page) keeps writing.
+    in.kvIndices[in.kvIndptr[1]] = -1;
+    return "kv_indices[" + std::to_string(in.kvIndptr[1]) + "] = -1";
+  });
+  addHostile(cases, "page_past_num_blocks", [](CaseEnv &, PageTableInputs &in) {
+    in.kvIndices[in.kvIndptr[1]] = static_cast<int32_t>(kPagedBlocks + 2);
+    return "kv_indices[" + std::to_string(in.kvIndptr[1]) +
+           "] = " + std::to_string(kPagedBlocks + 2) + " (token";
+  });
+  addPaged(cases, "checked_valid/auto", [](CaseEnv &env) {
+    PSpec spec;
+    spec.pages = env.decodePages(7);
+    spec.checked = true;
+    return spec;
+  });
+  addPaged(cases, "checked_duplicate/auto", [](CaseEnv &env) {
+    PSpec spec;
+    spec.pages = env.prefillPages();
+    spec.pages.batchIndices.push_back(spec.pages.batchIndices.front());
+    spec.pages.positions.push_back(spec.pages.positions.front());
+    spec.checked = true;
+    spec.expectRefusal = true;
+    spec.message = "also used by token 0";
+    return spec;
+  });
+  return cases;
+}
+
 void addSlots(std::vector<CaseDef> &cases, const std::string &name,
               std::function<Tables(CaseEnv &)> make) {
   cases.push_back({name, [make](CaseEnv &env, std::string &failure) {
@@ -1127,6 +1420,8 @@ std::vector<CaseDef> casesFor(const Description &desc, bool wide) {
     return cases;
   case Kind::FusedAppend:
     return fusedCases(wide);
+  case Kind::PagedKvAppend:
+    return pagedCases(wide);
   case Kind::SlotMapping:
     return slotMappingCases();
   case Kind::Gather:

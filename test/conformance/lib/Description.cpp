@@ -126,6 +126,8 @@ const char *kindName(Kind kind) {
     return "mla_append";
   case Kind::MlaFusedAppend:
     return "mla_fused_append";
+  case Kind::PagedKvAppend:
+    return "paged_kv_append";
   }
   return "?";
 }
@@ -164,7 +166,8 @@ std::string Description::toMlir() const {
 }
 
 bool Description::hasWideKernel() const {
-  if (kind != Kind::Append && kind != Kind::FusedAppend)
+  if (kind != Kind::Append && kind != Kind::FusedAppend &&
+      kind != Kind::PagedKvAppend)
     return false;
   // A dynamic scale of a 16-bit source: the vector kernel takes the fast
   // division, the wide one keeps IEEE division.
@@ -391,6 +394,27 @@ std::vector<Description> conformanceMatrix() {
       }
     }
   }
+
+  // FlashInfer's page table (paged_kv_append): one description per paged
+  // layout, each with a dtype pair, block size and shape of its own (block
+  // size 3 for the division that is not a shift), and two quantized ones
+  // (a static and a dynamic scale). Its slot rule is the same on every
+  // layout; the rest of the kernel is the fused append's, which the rows
+  // above cover.
+  matrix.push_back(make(Kind::PagedKvAppend, Layout::PagedNHD, 16, 8, 128,
+                        DType::BF16, DType::BF16));
+  matrix.push_back(make(Kind::PagedKvAppend, Layout::PagedHND, 3, 3, 64,
+                        DType::F16, DType::F16));
+  matrix.push_back(make(Kind::PagedKvAppend, Layout::VllmVectorized, 32, 1, 256,
+                        DType::F32, DType::BF16));
+  matrix.push_back(make(Kind::PagedKvAppend, Layout::DualStacked, 64, 2, 64,
+                        DType::F32, DType::F32));
+  matrix.push_back(makeQuant(
+      Kind::PagedKvAppend, Layout::PagedNHD, 16, 8, 128, DType::BF16,
+      {QuantKind::FP8E4M3, Granularity::PerTensor, ScaleMode::Static, false}));
+  matrix.push_back(makeQuant(
+      Kind::PagedKvAppend, Layout::PagedHND, 32, 2, 64, DType::F16,
+      {QuantKind::Int8, Granularity::PerTokenHead, ScaleMode::Dynamic, false}));
 
   // The slot-mapping builder only knows the block size; the cache type is
   // there because the op carries one.

@@ -406,4 +406,38 @@ std::vector<int64_t> slotMappingReference(int64_t blockSize,
   return slots;
 }
 
+std::vector<int64_t> pageTableSlotsReference(int64_t blockSize,
+                                             int64_t numBlocks,
+                                             const PageTableInputs &in) {
+  // Written from FlashInfer's description, not from the kernel: each
+  // request's pages as a list, then the position's page in that list.
+  int64_t numIndices = static_cast<int64_t>(in.kvIndices.size());
+  int64_t batchSize = static_cast<int64_t>(in.kvIndptr.size()) - 1;
+  std::vector<std::vector<int64_t>> pages(batchSize > 0 ? batchSize : 0);
+  std::vector<bool> wellFormed(pages.size(), false);
+  for (int64_t b = 0; b < batchSize; ++b) {
+    int64_t first = in.kvIndptr[b], last = in.kvIndptr[b + 1];
+    if (first < 0 || last > numIndices)
+      continue; // names entries that kv_indices does not have
+    wellFormed[b] = true;
+    for (int64_t k = first; k < last; ++k)
+      pages[b].push_back(in.kvIndices[k]);
+  }
+  std::vector<int64_t> slots(in.positions.size(), -1);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    int64_t b = in.batchIndices[i];
+    int64_t position = in.positions[i];
+    if (b < 0 || b >= batchSize || !wellFormed[b] || position < 0)
+      continue;
+    const std::vector<int64_t> &list = pages[b];
+    if (position / blockSize >= static_cast<int64_t>(list.size()))
+      continue;
+    int64_t page = list[position / blockSize];
+    if (page < 0 || page >= numBlocks)
+      continue;
+    slots[i] = page * blockSize + position % blockSize;
+  }
+  return slots;
+}
+
 } // namespace kvgen::conformance

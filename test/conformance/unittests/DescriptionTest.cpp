@@ -416,12 +416,14 @@ TEST(DescriptionTest, ReducedMatrixIsACoveringSubset) {
     if (d.layout != Layout::Contiguous)
       sizes.insert(d.blockSize);
   }
-  // appends, fused, slot mapping, gathers, mla_append, mla_fused_append
-  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u + 1u + 1u);
+  // appends, fused, slot mapping, gathers, mla_append, mla_fused_append,
+  // paged_kv_append
+  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u + 1u + 1u + 4u);
   EXPECT_EQ(pairs.size(), 7u);
   // (append, fused) x 3 kinds x 2 modes, the gathers' 3 x 2, the two fp8
-  // kinds of the MLA append and the fused MLA append's fp8 e4m3.
-  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u + 1u);
+  // kinds of the MLA append and the fused MLA append's fp8 e4m3, and
+  // paged_kv_append's fp8 e4m3 static and int8 dynamic.
+  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u + 1u + 2u);
   for (int64_t h : {1, 3, 8})
     EXPECT_TRUE(heads.count(h)) << h;
   for (int64_t d : {64, 128, 256})
@@ -485,6 +487,20 @@ TEST(DescriptionTest, CaseListsPerKind) {
   EXPECT_FALSE(caseNames(make(Kind::FusedAppend, Layout::PagedHND, 16,
                               DType::BF16, DType::BF16))
                    .empty());
+  // FlashInfer's page table: every hostile index, plain and in checked mode.
+  std::vector<std::string> paged = caseNames(make(
+      Kind::PagedKvAppend, Layout::PagedNHD, 16, DType::BF16, DType::BF16));
+  for (const char *name :
+       {"decode/auto", "prefill/scalar", "decode/wide", "fused_qkv/vector",
+        "hostile_position_minus_one/auto",
+        "hostile_position_past_last_page/auto",
+        "hostile_position_int32_max/auto", "hostile_batch_minus_one/auto",
+        "hostile_batch_is_batch_size/auto", "hostile_indptr_past_indices/auto",
+        "hostile_indptr_negative/auto", "hostile_negative_page/auto",
+        "hostile_page_past_num_blocks/auto", "checked_position_minus_one/auto",
+        "checked_batch_is_batch_size/auto", "checked_page_past_num_blocks/auto",
+        "checked_valid/auto", "checked_duplicate/auto"})
+    EXPECT_NE(std::find(paged.begin(), paged.end(), name), paged.end()) << name;
 }
 
 } // namespace

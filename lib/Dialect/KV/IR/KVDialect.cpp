@@ -481,3 +481,11 @@ LogicalResult FusedAppendOp::verify() {
     return failure();
   return verifySourceType(*this, getCacheType(), getSourceType());
 }
+
+LogicalResult PagedKvAppendOp::verify() {
+  if (failed(verifyKernelName(*this, getSymName())) ||
+      failed(verifyPaged(*this, getCacheType())) ||
+      failed(verifyNotLatent(*this, getCacheType())))
+    return failure();
+  return verifySourceType(*this, getCacheType(), getSourceType());
+}

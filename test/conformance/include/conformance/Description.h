@@ -1,6 +1,7 @@
 //===- Description.h - Cache descriptions, the matrix -----------*- C++ -*-===//
 //
-// A Description is one kv op (append, slot_mapping, fused_append or gather)
+// A Description is one kv op (append, slot_mapping, fused_append,
+// paged_kv_append, gather, or an MLA append)
 // on one cache type, in the words of the kv dialect. The matrix is the list
 // every suite runs: the host suite JIT-compiles each description on the CPU,
 // the GPU suite compiles all of them into one bundle at build time.
@@ -59,7 +60,8 @@ enum class Kind {
   FusedAppend,
   Gather,
   MlaAppend,
-  MlaFusedAppend
+  MlaFusedAppend,
+  PagedKvAppend
 };
 
 /// `#kv.quant<kind, granularity, mode>` (and its `reciprocal` flag).
@@ -137,7 +139,8 @@ struct Description {
   std::string wideKernelName() const { return name + "_wide"; }
   bool hasRoundtripGather() const {
     return quant && !kOnly &&
-           (kind == Kind::Append || kind == Kind::FusedAppend);
+           (kind == Kind::Append || kind == Kind::FusedAppend ||
+            kind == Kind::PagedKvAppend);
   }
   std::string gatherKernelName() const { return name + "_gather"; }
   /// The description of that gather.
@@ -163,7 +166,8 @@ std::string toMlirModule(const std::vector<Description> &descriptions);
 
 /// The conformance matrix: every layout x dtype pair, with heads x head_dim x
 /// block size covered pairwise; slot_mapping and fused_append descriptions
-/// for the paged layouts; block sizes 1, 3, 16, 48, 528 and 672 on every
+/// for the paged layouts; one paged_kv_append description per paged layout
+/// and two quantized ones; block sizes 1, 3, 16, 48, 528 and 672 on every
 /// paged layout and max_seq_len values that are not powers of two; every
 /// valid quantized combination (layout x fp8_e4m3 / fp8_e5m2 / int8 x
 /// granularity x static / dynamic, append and fused_append); gathers of

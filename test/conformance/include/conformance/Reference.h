@@ -148,6 +148,21 @@ std::vector<int64_t> slotMappingReference(int64_t blockSize,
                                           const SlotMappingInputs &inputs,
                                           int64_t numTokens);
 
+/// FlashInfer's page table (paged_kv_append, docs/CONTRACT.md): token i is at
+/// position positions[i] of request batch_indices[i], whose pages are
+/// kv_indices[kv_indptr[b] .. kv_indptr[b + 1]); its slot is page
+/// positions[i] / bs of that list times bs plus positions[i] % bs, or -1
+/// where the request, the position, the range of kv_indptr or the page id
+/// is out of range (a page past num_blocks too).
+struct PageTableInputs {
+  std::vector<int32_t> batchIndices, positions; ///< [num_tokens]
+  std::vector<int32_t> kvIndices;               ///< [num_indices]
+  std::vector<int32_t> kvIndptr;                ///< [batch_size + 1]
+};
+std::vector<int64_t> pageTableSlotsReference(int64_t blockSize,
+                                             int64_t numBlocks,
+                                             const PageTableInputs &inputs);
+
 } // namespace kvgen::conformance
 
 #endif // KVGEN_CONFORMANCE_REFERENCE_H

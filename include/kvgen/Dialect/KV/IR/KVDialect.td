@@ -18,7 +18,7 @@ def KV_Dialect : Dialect {
   let description = [{
     A module of kv ops is a kvgen input: each op names one kernel to generate
     (`kv.append`, `kv.slot_mapping`, `kv.fused_append`, `kv.gather`,
-    `kv.mla_append`, `kv.mla_fused_append`) and carries the
+    `kv.mla_append`, `kv.mla_fused_append`, `kv.paged_kv_append`) and carries the
     `!kv.cache` type that says what the cache looks like. Everything that is
     layout- or quantization-specific is decided here and in `kv-to-loops`;
     below that level the host and GPU targets share one loop nest.

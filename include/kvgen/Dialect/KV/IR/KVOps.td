@@ -121,6 +121,31 @@ def KV_FusedAppendOp : KV_KernelOp<"fused_append"> {
   let extraClassDeclaration = commonDecls;
 }
 
+def KV_PagedKvAppendOp : KV_KernelOp<"paged_kv_append"> {
+  let summary = "Append from FlashInfer's ragged page table, one launch";
+  let description = [{
+    FlashInfer's `append_paged_kv_cache` in one kernel: token `i` goes to
+    position `positions[i]` of request `b = batch_indices[i]`, whose pages
+    are `kv_indices[kv_indptr[b] .. kv_indptr[b + 1])`. The kernel reads the
+    page table itself and checks every bound before it reads any of the
+    token's K or V: a batch index outside `[0, batch_size)`, a negative
+    position, a position past the request's last page, a `kv_indptr` range
+    outside `kv_indices`, a negative page id or one past the cache write
+    nothing. Paged layouts only.
+
+    ```mlir
+    kv.paged_kv_append @kv_paged : !kv.cache<layout = paged_hnd,
+        block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16>
+        from bf16
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
+  let extraClassDeclaration = commonDecls;
+}
+
 def KV_GatherOp : KV_KernelOp<"gather"> {
   let summary = "Read the rows of given slots back out of the cache";
   let description = [{
