@@ -29,14 +29,21 @@ inline constexpr size_t kMaxDescriptionBytes = size_t(4) << 20;
 /// level, so an unbounded depth overflows the stack; a real description
 /// nests about four deep.
 inline constexpr unsigned kMaxNestingDepth = 64;
+/// The most arithmetic operators (+ - * floordiv ceildiv mod) a description
+/// may hold. MLIR's affine expression parser recurses once per operator
+/// (a unary minus, each `+` of a chain) without a bracket, at about 1 KB of
+/// stack a level (7,500 minus signs overflowed 8 MiB); kv ops take none but
+/// the sign of a number or an exponent.
+inline constexpr unsigned kMaxOperators = 256;
 /// The most kv ops one description may hold. Each becomes one or two
 /// kernels and costs kvgen tens of milliseconds (4096 appends took 198 s and
 /// 1 GB), so a description past this is more likely a mistake than a model.
 inline constexpr size_t kMaxKernelOps = 1024;
 
 /// Refuses the main buffer of `sourceMgr` if it is larger than
-/// kMaxDescriptionBytes or nests brackets deeper than kMaxNestingDepth
-/// (outside strings and comments). The diagnostic points at the byte that
+/// kMaxDescriptionBytes, nests brackets deeper than kMaxNestingDepth or holds
+/// more than kMaxOperators arithmetic operators (outside strings and
+/// comments). The diagnostic points at the byte that
 /// crossed the limit.
 mlir::LogicalResult checkDescriptionText(const llvm::SourceMgr &sourceMgr,
                                          mlir::MLIRContext *context);
