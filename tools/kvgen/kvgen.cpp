@@ -36,6 +36,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <csignal>
+
 using namespace mlir;
 using namespace kvgen;
 using namespace kvgen::driver;
@@ -182,6 +184,11 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  // Past `ulimit -f`, a write fails with EFBIG and is reported with the file
+  // it was for (and the temporary files are removed), instead of SIGXFSZ
+  // ending kvgen with the files left behind. The tools kvgen runs inherit
+  // this and report the same error themselves.
+  ::signal(SIGXFSZ, SIG_IGN);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
