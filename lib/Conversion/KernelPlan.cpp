@@ -382,6 +382,19 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
       wide.chunksPerThread = wideChunksPerThread(base);
       chooseLaunch(wide);
       wide.minBlocksPerSM = chooseMinBlocksPerSM(wide);
+      // A fused append's fp8 cache with static per-head scales: unbounded,
+      // ptxas picks 40 registers (12 blocks of 128 threads an SM) on its own
+      // and then spills 4 bytes on sm_90; told that occupancy
+      // (.minnctapersm), it fits the same 40 registers without spilling
+      // (test/Target/ptxas-quant.test).
+      kv::QuantAttr q = wide.cache.getQuant();
+      if (clMinBlocksPerSM < 0 && wide.kind == KernelKind::FusedAppend && q &&
+          (q.getKind() == kv::QuantKind::FP8E4M3 ||
+           q.getKind() == kv::QuantKind::FP8E5M2) &&
+          q.getMode() == kv::ScaleMode::Static &&
+          (q.getGranularity() == kv::ScaleGranularity::PerHead ||
+           q.getGranularity() == kv::ScaleGranularity::PerTokenHead))
+        wide.minBlocksPerSM = 1536 / (wide.threadsX * wide.tokensPerBlock);
     }
     plans.push_back(wide);
   }
