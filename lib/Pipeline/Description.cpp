@@ -132,6 +132,23 @@ OwningOpRef<ModuleOp> kvgen::parseDescription(llvm::SourceMgr &sourceMgr,
                                               MLIRContext *context) {
   if (failed(checkDescriptionText(sourceMgr, context)))
     return nullptr;
+  // The kv dialect's generated parsers say what a bad value was ("integer
+  // value too large" for `reciprocal = 2`), not what the parameter takes: a
+  // note says it, for the parameters that are flags.
+  ScopedDiagnosticHandler explain(context, [](Diagnostic &diag) {
+    std::string text = diag.str();
+    StringRef message = text;
+    if (diag.getSeverity() == DiagnosticSeverity::Error &&
+        message.starts_with("failed to parse KV_") &&
+        message.ends_with("which is to be a `bool`")) {
+      StringRef name = message.drop_until([](char c) { return c == '\''; })
+                           .drop_front()
+                           .take_until([](char c) { return c == '\''; });
+      diag.attachNote() << "'" << name
+                        << "' takes true or false (left out: false)";
+    }
+    return failure(); // on to the caller's handler
+  });
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, context);
   if (!module || failed(verifyDescription(*module)))
     return nullptr;

@@ -101,7 +101,8 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   std::vector<KernelPlan> plans = collectPlans(*module);
   GPUTargetOptions gpuOptions;
   gpuOptions.chip = chip;
-  gpuOptions.features = features;
+  gpuOptions.features =
+      features.getNumOccurrences() ? features.getValue() : ptxFeaturesFor(chip);
   // The host has no grid to wait for: its kernels never say they wait.
   gpuOptions.programmaticLaunch = programmaticLaunch && target != Target::Host;
 

@@ -15,6 +15,8 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <cstddef>
+#include <optional>
+#include <string>
 
 namespace llvm {
 class SourceMgr;
@@ -69,6 +71,23 @@ llvm::StringRef getDefaultDescription();
 /// Whether `chip` names a GPU that the NVPTX back end (and so ptxas) knows:
 /// sm_XX, sm_XXa or sm_XXf. `known`, if given, receives the list.
 bool isKnownChip(llvm::StringRef chip, std::string *known = nullptr);
+
+/// The number of sm_XX[a|f] (75 for sm_75), or 0 for another spelling.
+unsigned chipNumber(llvm::StringRef chip);
+
+/// The PTX ISA version (major * 10 + minor) kvgen emits for a known chip:
+/// the lowest that knows the chip and kvgen's instructions on it (one table,
+/// Chip.cpp). 0 for a chip kvgen does not know.
+unsigned ptxVersionFor(llvm::StringRef chip);
+
+/// ptxVersionFor as NVPTX features ("+ptx78"); empty for an unknown chip.
+std::string ptxFeaturesFor(llvm::StringRef chip);
+
+/// Why `features` (--kvgen-features) cannot be used for `chip`, or nothing
+/// when it can: it must be one PTX ISA version the back end knows, not older
+/// than ptxVersionFor(chip) (the back end aborts on an older one).
+std::optional<std::string> checkPTXFeatures(llvm::StringRef chip,
+                                            llvm::StringRef features);
 
 } // namespace kvgen
 

@@ -45,7 +45,8 @@ void registerKVGenDialects(mlir::DialectRegistry &registry);
 
 struct GPUTargetOptions {
   std::string chip = "sm_90";
-  std::string features = "+ptx80";
+  /// The PTX ISA as NVPTX features; empty: ptxFeaturesFor(chip).
+  std::string features = "+ptx78";
   unsigned optLevel = 3;
   /// Kernels wait for the previous grid (kv-programmatic-launch) and the
   /// manifest says so, for kvrt's programmatic dependent launch.
