@@ -264,9 +264,8 @@ static FailureOr<std::string> linkSharedObject(StringRef object,
               describeSignal(run.signal) +
               (run.log.empty() ? "" : ":\n" + run.log);
     else
-      error = "linking the host kernels with '" + command + "' failed" +
-              (run.execError.empty() ? "" : " (" + run.execError + ")") +
-              ":\n" + run.log;
+      error = "linking the host kernels with '" + command + "' failed (" +
+              describeFailure(run) + "):\n" + run.log;
     return failure();
   case ToolRun::NoOutput:
     error = "cannot read the linked shared object";

@@ -93,7 +93,7 @@ FailureOr<std::string> kvgen::runPtxas(StringRef ptx, StringRef chip,
   case ToolRun::Failed:
     log = "ptxas " +
           (run.signal ? "was " + describeSignal(run.signal)
-                      : "failed (" + run.execError + ")") +
+                      : "failed (" + describeFailure(run) + ")") +
           ":\n" + run.log + "\nreproduce with: " + ptxas + " " + archFlag +
           " -v " + run.inputPath;
     return failure();

@@ -30,6 +30,15 @@ std::string kvgen::describeSignal(int signal) {
   return text;
 }
 
+std::string kvgen::describeFailure(const ToolRun &run) {
+  if (run.signal)
+    return describeSignal(run.signal);
+  if (run.exitCode >= 0)
+    return "exited with status " + std::to_string(run.exitCode);
+  return "could not be started" +
+         (run.execError.empty() ? "" : ": " + run.execError);
+}
+
 /// Runs `program` and waits for it; returns its exit status, or -1 with
 /// `run.signal` or `run.execError` set.
 static int runAndWait(llvm::StringRef program,
@@ -106,6 +115,7 @@ ToolRun kvgen::runTool(llvm::StringRef program, llvm::StringRef input,
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
                                                 log.str()};
   int rc = runAndWait(program, argv, redirects, run);
+  run.exitCode = rc;
   if (auto buf = llvm::MemoryBuffer::getFile(log))
     run.log = (*buf)->getBuffer().str();
   if (rc != 0) {

@@ -37,6 +37,8 @@ struct ToolRun {
   std::string writeError;
   /// The signal that killed the tool, 0 if none did.
   int signal = 0;
+  /// The tool's exit status, -1 if it did not exit (not started, killed).
+  int exitCode = -1;
   /// Its standard output and error together.
   std::string log;
   /// The output file's bytes (Succeeded only).
@@ -48,6 +50,10 @@ struct ToolRun {
 
 /// "killed by signal N (name)": how a message says `signal` ended a tool.
 std::string describeSignal(int signal);
+
+/// How a failed run ended, for a message: "killed by signal N (name)",
+/// "exited with status N" or why it could not be started.
+std::string describeFailure(const ToolRun &run);
 
 /// Writes `input` to a temporary file, runs `program` with the arguments
 /// `buildArgs(inputPath, outputPath)` (argv[0] included) with its standard
