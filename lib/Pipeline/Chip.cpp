@@ -75,17 +75,22 @@ struct ChipISA {
 };
 } // namespace
 
-// The lowest PTX ISA that knows each chip, from the PTX ISA manual
-// ("Release Notes" and "PTX Module Directives: .target") for CUDA 13.0; the
-// NVPTX back end's processor table (NVPTX.td) gives the same numbers, and
-// refuses PTX older than them ("PTX version 8.0 does not support target
-// 'sm_100'"). The lowest, so that the oldest driver able to run the chip can
-// load the PTX. One exception: sm_89 gets 8.1, not 7.8, because the back end
-// selects cvt to e4m3x2/e5m2x2 on sm_89 only from PTX 8.1 on (on sm_90 from
-// 7.8), and kvgen's fp8 kernels use that cvt.
+// The lowest PTX ISA that knows each chip, from the PTX ISA manual ("Release
+// Notes" and ".target") for CUDA 13.0; the NVPTX back end's processor table
+// (NVPTX.td) gives the same numbers and refuses older PTX ("PTX version 8.0
+// does not support target 'sm_100'"). The lowest, so that the oldest driver
+// that runs the chip loads the PTX. Raised where the back end selects an
+// instruction of kvgen's kernels only from a later ISA on that chip:
+//  - sm_80: 7.1, for cvt.f32.bf16 (7.0 widens bf16 with shifts);
+//  - sm_89: 8.1, for cvt to e4m3x2/e5m2x2 of the fp8 caches (from 7.8 on
+//    sm_90, from 8.1 on sm_89: the back end's hasFP8ConversionSupport);
+//  - sm_90: 8.0, for packed 16-bit min/max (max.u16x2), and the ISA kvgen's
+//    sm_90 kernels were measured with.
+// (From 8.8 the back end also has a three-input max.f32 on sm_100 and later;
+// kvgen keeps their first ISA, which the first drivers for them load.)
 static constexpr ChipISA kChipISA[] = {
-    {75, 63, 0, 0},    {80, 70, 0, 0},    {86, 71, 0, 0},    {87, 74, 0, 0},
-    {88, 90, 0, 0},    {89, 81, 0, 0},    {90, 78, 80, 0},   {100, 86, 86, 88},
+    {75, 63, 0, 0},    {80, 71, 0, 0},    {86, 71, 0, 0},    {87, 74, 0, 0},
+    {88, 90, 0, 0},    {89, 81, 0, 0},    {90, 80, 80, 0},   {100, 86, 86, 88},
     {101, 86, 86, 88}, {103, 88, 88, 88}, {110, 90, 90, 90}, {120, 87, 87, 88},
     {121, 88, 88, 88},
 };
@@ -134,7 +139,7 @@ std::optional<std::string> kvgen::checkPTXFeatures(llvm::StringRef chip,
                        });
   if (!known)
     return "expected one PTX ISA version as +ptxNN (e.g. " +
-           spell(needed ? needed : 78) + "); kvgen takes no other PTX feature";
+           spell(needed ? needed : 80) + "); kvgen takes no other PTX feature";
   if (version < needed)
     return (chip + " needs PTX ISA " + spell(needed) + " or later").str();
   return std::nullopt;

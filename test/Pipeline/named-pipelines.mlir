@@ -32,7 +32,7 @@ kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 2,
 // GPU: gpu.func @a({{.*}} kernel
 // GPU-SAME: kv.launch = #kv.launch<threads_x = 16, tokens_per_block = 8, chunks_per_token = 16>
 
-// NVVM: gpu.module @kv_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">]
+// NVVM: gpu.module @kv_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx71">]
 // NVVM: llvm.func @a(
 // NVVM-SAME: nvvm.kernel
 

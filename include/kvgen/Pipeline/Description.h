@@ -76,11 +76,12 @@ bool isKnownChip(llvm::StringRef chip, std::string *known = nullptr);
 unsigned chipNumber(llvm::StringRef chip);
 
 /// The PTX ISA version (major * 10 + minor) kvgen emits for a known chip:
-/// the lowest that knows the chip and kvgen's instructions on it (one table,
-/// Chip.cpp). 0 for a chip kvgen does not know.
+/// the lowest that knows the chip, raised where the back end needs a later
+/// one for an instruction of kvgen's kernels (one table, Chip.cpp). 0 for a
+/// chip kvgen does not know.
 unsigned ptxVersionFor(llvm::StringRef chip);
 
-/// ptxVersionFor as NVPTX features ("+ptx78"); empty for an unknown chip.
+/// ptxVersionFor as NVPTX features ("+ptx80"); empty for an unknown chip.
 std::string ptxFeaturesFor(llvm::StringRef chip);
 
 /// Why `features` (--kvgen-features) cannot be used for `chip`, or nothing
