@@ -279,7 +279,8 @@ static FailureOr<std::string> linkSharedObject(StringRef object,
 }
 
 FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,
-                                                 PassManager &pm) {
+                                                 PassManager &pm,
+                                                 std::string *toolError) {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -352,6 +353,10 @@ FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,
   codegen.run(*llvmModule);
 
   FailureOr<std::string> lib = linkSharedObject(object, exported, error);
+  if (failed(lib) && toolError) {
+    *toolError = error;
+    return failure();
+  }
   if (failed(lib))
     return emitError(loc, error);
   return lib;

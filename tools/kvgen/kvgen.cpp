@@ -113,7 +113,12 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   pm.enableTiming(pipelineTiming);
 
   if (emit == Stage::SharedLib) {
-    FailureOr<std::string> lib = buildHostSharedLib(*module, pm);
+    // A linker's failure is the tool's, not the description's: unlocated,
+    // like ptxas's.
+    std::string toolError;
+    FailureOr<std::string> lib = buildHostSharedLib(*module, pm, &toolError);
+    if (failed(lib) && !toolError.empty())
+      llvm::errs() << "kvgen: " << toolError << "\n";
     return failed(lib) ? failure() : writeOutput(*lib);
   }
   buildLoopsPipeline(pm);
