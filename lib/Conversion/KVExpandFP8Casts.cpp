@@ -5,9 +5,11 @@
 // gather's decoding as arith.extf f8 -> f32. Neither lowers to LLVM as it is.
 // This pass expands them:
 //
-//  - truncf: on the GPU (`nvvm=true`) into cvt.rn.satfinite.{e4m3,e5m2}x2.f32
-//    (nvvm.convert.f32x2.to.f8x2), two elements per instruction; on the host
-//    into integer ops that give the same bytes: round to nearest even,
+//  - truncf: on a GPU with fp8 conversions (`nvvm=true`, sm_89 and later)
+//    into cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (nvvm.convert.f32x2.to.f8x2),
+//    two elements per instruction; on the host and on older GPUs (sm_75 to
+//    sm_87, which have no such cvt) into integer ops that give the same
+//    bytes: round to nearest even,
 //    subnormals included, values past the largest finite saturate, the sign
 //    of a zero is kept, and a NaN becomes 0x7F;
 //  - extf: on both targets into integer ops (exact: every fp8 value is an
@@ -21,6 +23,8 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include "llvm/ADT/StringExtras.h"
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVEXPANDFP8CASTS
@@ -204,10 +208,31 @@ Value softwareExtend(ImplicitLocOpBuilder &b, Value q, const FP8Format &f) {
                                   arith::OrIOp::create(b, bits, sign));
 }
 
+/// Whether the GPU that `op` is compiled for (the NVVM target attached to
+/// its gpu.module) has cvt to e4m3x2/e5m2x2: sm_89 and later. A module with
+/// no NVVM target yet is taken to have it, as before targets were attached.
+bool hasFP8Conversions(Operation *op) {
+  auto targets = op->getAttrOfType<ArrayAttr>("targets");
+  if (!targets)
+    return true;
+  for (Attribute attr : targets) {
+    auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(attr);
+    if (!nvvm)
+      continue;
+    StringRef chip = nvvm.getChip();
+    unsigned number = 0;
+    if (chip.consume_front("sm_") &&
+        !chip.take_while(llvm::isDigit).getAsInteger(10, number))
+      return number >= 89;
+  }
+  return true;
+}
+
 struct KVExpandFP8CastsPass
     : public kvgen::impl::KVExpandFP8CastsBase<KVExpandFP8CastsPass> {
   using Base::Base;
   void runOnOperation() override {
+    bool hardware = nvvm && hasFP8Conversions(getOperation());
     SmallVector<Operation *> casts;
     getOperation()->walk([&](Operation *op) {
       if (isa<arith::TruncFOp, arith::ExtFOp>(op))
@@ -239,8 +264,8 @@ struct KVExpandFP8CastsPass
           op->emitOpError("kvgen rounds only f32 to fp8");
           return signalPassFailure();
         }
-        result = nvvm ? nvvmTruncate(b, in, outElt)
-                      : softwareTruncate(b, in, outElt, *f);
+        result = hardware ? nvvmTruncate(b, in, outElt)
+                          : softwareTruncate(b, in, outElt, *f);
       } else {
         std::optional<FP8Format> f = getFormat(inElt);
         if (!f)

@@ -385,6 +385,20 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
       wide.chunksPerThread = wideChunksPerThread(base);
       chooseLaunch(wide);
       wide.minBlocksPerSM = chooseMinBlocksPerSM(wide);
+      // A fused append's fp8 cache with static per-head scales: unbounded,
+      // ptxas aims at 40 registers (12 blocks of 128 threads an SM) and
+      // spills there on sm_90 and sm_120, held to 12 blocks it still spills
+      // on sm_100 and sm_120; the kernel needs 44-48. Ten blocks (at most 51
+      // registers) keep ptxas from chasing 40, without a spill on any chip
+      // (test/Target/ptxas-quant.test).
+      kv::QuantAttr q = wide.cache.getQuant();
+      if (clMinBlocksPerSM < 0 && wide.kind == KernelKind::FusedAppend && q &&
+          (q.getKind() == kv::QuantKind::FP8E4M3 ||
+           q.getKind() == kv::QuantKind::FP8E5M2) &&
+          q.getMode() == kv::ScaleMode::Static &&
+          (q.getGranularity() == kv::ScaleGranularity::PerHead ||
+           q.getGranularity() == kv::ScaleGranularity::PerTokenHead))
+        wide.minBlocksPerSM = 1280 / (wide.threadsX * wide.tokensPerBlock);
     }
     plans.push_back(wide);
   }

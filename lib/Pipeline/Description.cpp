@@ -38,7 +38,19 @@ LogicalResult kvgen::checkDescriptionText(const llvm::SourceMgr &sourceMgr,
   // comment cannot open a level, and the '>' of '->' and '>=' (function
   // types, affine maps and sets) closes none; anything else unbalanced only
   // lowers the count, which the parser refuses anyway.
+  //
+  // Brackets are not the only recursion: MLIR's affine expression parser
+  // (affine_map, affine_set, the affine ops' inline subscripts) recurses
+  // once per unary minus and once per operator of a `+` or `*` chain, and
+  // the expression trees it builds are walked recursively too, all without
+  // a bracket. Every such level consumes one operator token, so a bound on
+  // the operators of the whole text bounds that recursion wherever it
+  // occurs, whichever dialect's syntax reaches it.
   unsigned depth = 0;
+  unsigned operators = 0;
+  auto isIdentifierChar = [](char c) {
+    return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.';
+  };
   for (size_t i = 0, e = text.size(); i < e; ++i) {
     char c = text[i];
     if (c == '"') {
@@ -59,6 +71,30 @@ LogicalResult kvgen::checkDescriptionText(const llvm::SourceMgr &sourceMgr,
         return emitError(locationOf(sourceMgr, context, i))
                << "the description nests brackets more than "
                << kMaxNestingDepth << " deep";
+      continue;
+    }
+    size_t operatorLength = 0;
+    if (c == '+' || c == '*' ||
+        (c == '-' && !(i + 1 < e && text[i + 1] == '>')))
+      operatorLength = 1;
+    else if (llvm::isAlpha(c) && (i == 0 || !isIdentifierChar(text[i - 1]))) {
+      size_t end = i;
+      while (end < e && isIdentifierChar(text[end]))
+        ++end;
+      StringRef word = text.slice(i, end);
+      if (word == "floordiv" || word == "ceildiv" || word == "mod")
+        operatorLength = word.size();
+      else
+        i = end - 1;
+    }
+    if (operatorLength) {
+      if (++operators > kMaxOperators)
+        return emitError(locationOf(sourceMgr, context, i))
+               << "the description holds more than " << kMaxOperators
+               << " arithmetic operators (+ - * floordiv ceildiv mod, "
+                  "outside strings and comments); a description of kv ops "
+                  "needs none but the sign of a number";
+      i += operatorLength - 1;
       continue;
     }
     bool arrowOrCompare = c == '>' && ((i > 0 && text[i - 1] == '-') ||
@@ -96,6 +132,23 @@ OwningOpRef<ModuleOp> kvgen::parseDescription(llvm::SourceMgr &sourceMgr,
                                               MLIRContext *context) {
   if (failed(checkDescriptionText(sourceMgr, context)))
     return nullptr;
+  // The kv dialect's generated parsers say what a bad value was ("integer
+  // value too large" for `reciprocal = 2`), not what the parameter takes: a
+  // note says it, for the parameters that are flags.
+  ScopedDiagnosticHandler explain(context, [](Diagnostic &diag) {
+    std::string text = diag.str();
+    StringRef message = text;
+    if (diag.getSeverity() == DiagnosticSeverity::Error &&
+        message.starts_with("failed to parse KV_") &&
+        message.ends_with("which is to be a `bool`")) {
+      StringRef name = message.drop_until([](char c) { return c == '\''; })
+                           .drop_front()
+                           .take_until([](char c) { return c == '\''; });
+      diag.attachNote() << "'" << name
+                        << "' takes true or false (left out: false)";
+    }
+    return failure(); // on to the caller's handler
+  });
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, context);
   if (!module || failed(verifyDescription(*module)))
     return nullptr;

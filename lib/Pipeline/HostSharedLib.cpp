@@ -20,11 +20,19 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/BinaryFormat/ELF.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/StringSaver.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -111,42 +119,153 @@ static void embedString(llvm::Module &module, StringRef getter,
   defineConstantGetter(module, getter, global);
 }
 
-/// The C compiler driver that links the object: $CC, else cc, gcc, clang.
-static std::string findLinker() {
-  if (const char *cc = std::getenv("CC"))
-    if (auto found = llvm::sys::findProgramByName(cc))
-      return *found;
+/// The C compiler driver that links the object, as a program and the
+/// arguments that come before kvgen's: $CC split into words as make's shell
+/// would (so `CC="gcc -m32"` keeps its flag), else the first of cc, gcc,
+/// clang on PATH. A $CC that cannot be split without a shell, or whose
+/// program is not found, is an error naming it: never a silent fallback to
+/// another compiler.
+static FailureOr<SmallVector<std::string>> findLinker(std::string &error) {
+  if (const char *cc = std::getenv("CC")) {
+    StringRef value(cc);
+    // Quotes and backslashes are split as the shell would; expansions,
+    // redirections and command separators need a shell, which kvgen does
+    // not run.
+    size_t special = value.find_first_of("$`;|&<>(){}*?[]~\n#!");
+    if (special != StringRef::npos) {
+      error = ("$CC='" + value + "': '" + Twine(value[special]) +
+               "' needs a shell to mean what make would make of it; kvgen "
+               "runs the compiler without one: set CC to a program and its "
+               "arguments")
+                  .str();
+      return failure();
+    }
+    llvm::BumpPtrAllocator alloc;
+    llvm::StringSaver saver(alloc);
+    SmallVector<const char *> words;
+    llvm::cl::TokenizeGNUCommandLine(value, saver, words);
+    if (words.empty()) {
+      error = "$CC is set but names no program: unset it (kvgen then links "
+              "with cc, gcc or clang) or set it to a C compiler driver";
+      return failure();
+    }
+    llvm::ErrorOr<std::string> found =
+        llvm::sys::findProgramByName(words.front());
+    if (!found || !llvm::sys::fs::can_execute(*found)) {
+      error = ("$CC='" + value + "': '" + words.front() + "' is not found" +
+               (StringRef(words.front()).contains('/') ? "" : " on PATH") +
+               "; --emit=shared-lib links with the C compiler driver $CC "
+               "names: install it, or set CC to one that is installed")
+                  .str();
+      return failure();
+    }
+    SmallVector<std::string> linker{*found};
+    for (const char *word : ArrayRef(words).drop_front())
+      linker.push_back(word);
+    return linker;
+  }
   for (StringRef name : {"cc", "gcc", "clang"})
     if (auto found = llvm::sys::findProgramByName(name))
-      return *found;
-  return "";
+      return SmallVector<std::string>{*found};
+  error = "--emit=shared-lib links with the system's C compiler driver and "
+          "none was found (looked for $CC, cc, gcc, clang on PATH); install "
+          "one (Debian: gcc) or set CC";
+  return failure();
 }
 
-/// Links `object` into a shared object with the system's C compiler driver;
-/// returns its bytes, or failure with the reason in `error`.
-static FailureOr<std::string> linkSharedObject(StringRef object,
-                                               std::string &error) {
-  std::string linker = findLinker();
-  if (linker.empty()) {
-    error = "--emit=shared-lib links with the system's C compiler driver and "
-            "none was found (looked for $CC, cc, gcc, clang on PATH); install "
-            "one (Debian: gcc) or set CC";
+/// Refuses a linked file that is not what the package loads: an ELF shared
+/// object of this host's machine that defines (in its dynamic symbol table)
+/// the packed entry point of every kernel and the bundle getters. A driver
+/// that exits 0 without linking (`CC=true`) or links for another machine
+/// (`CC="gcc -m32"`) is caught here, not at load time.
+static LogicalResult checkSharedObject(StringRef bytes, StringRef linker,
+                                       ArrayRef<std::string> symbols,
+                                       std::string &error) {
+  std::string by = "the shared object linked by '" + linker.str() + "'";
+  if (bytes.empty()) {
+    error = by + " is empty (0 bytes): the driver exited 0 without linking";
     return failure();
   }
+  llvm::Expected<std::unique_ptr<llvm::object::ObjectFile>> object =
+      llvm::object::ObjectFile::createObjectFile(
+          llvm::MemoryBufferRef(bytes, "shared object"));
+  if (!object) {
+    error = by + " is not an object file (" +
+            llvm::toString(object.takeError()) + ")";
+    return failure();
+  }
+  auto *elf = dyn_cast<llvm::object::ELFObjectFileBase>(object->get());
+  if (!elf || elf->getEType() != llvm::ELF::ET_DYN) {
+    error = by + " is not an ELF shared object";
+    return failure();
+  }
+  llvm::Triple host(llvm::sys::getProcessTriple());
+  if (elf->getArch() != host.getArch()) {
+    error = by + " is for " +
+            llvm::Triple::getArchTypeName(elf->getArch()).str() +
+            (elf->is64Bit() ? " (64-bit)" : " (32-bit)") +
+            ", not for this host's " + host.getArchName().str() +
+            " (do the flags in $CC choose another machine?)";
+    return failure();
+  }
+  llvm::StringSet<> defined;
+  for (const llvm::object::ELFSymbolRef &sym :
+       elf->getDynamicSymbolIterators()) {
+    llvm::Expected<llvm::StringRef> name = sym.getName();
+    llvm::Expected<uint32_t> flags = sym.getFlags();
+    if (!name || !flags) {
+      if (!name)
+        llvm::consumeError(name.takeError());
+      if (!flags)
+        llvm::consumeError(flags.takeError());
+      continue;
+    }
+    if (!(*flags & llvm::object::SymbolRef::SF_Undefined) &&
+        (*flags & llvm::object::SymbolRef::SF_Global))
+      defined.insert(*name);
+  }
+  for (const std::string &symbol : symbols)
+    if (!defined.contains(symbol)) {
+      error = by + " does not export '" + symbol + "'";
+      return failure();
+    }
+  return success();
+}
+
+/// Links `object` into a shared object with the system's C compiler driver
+/// and checks that it exports `symbols`; returns its bytes, or failure with
+/// the reason in `error`.
+static FailureOr<std::string> linkSharedObject(StringRef object,
+                                               ArrayRef<std::string> symbols,
+                                               std::string &error) {
+  FailureOr<SmallVector<std::string>> linker = findLinker(error);
+  if (failed(linker))
+    return failure();
+  std::string program = linker->front();
+  std::string command = llvm::join(*linker, " ");
   ToolRun run = runTool(
-      linker, object, "kvgen-host", "o", "so",
+      program, object, "kvgen-host", "o", "so",
       [&](StringRef objPath, StringRef soPath) -> SmallVector<std::string> {
-        return {linker, "-shared",    "-Wl,-z,noexecstack",
-                "-o",   soPath.str(), objPath.str()};
+        SmallVector<std::string> args(*linker);
+        args.append({"-shared", "-Wl,-z,noexecstack", "-o", soPath.str(),
+                     objPath.str()});
+        return args;
       });
   switch (run.status) {
   case ToolRun::NoTemporaryFile:
-    error = "cannot create a temporary file for the object";
+    error = "cannot write the host kernels' object to a temporary file" +
+            (run.writeError.empty() ? "" : ": " + run.writeError);
     return failure();
   case ToolRun::Failed:
-    error = "linking the host kernels with '" + linker + "' failed" +
-            (run.execError.empty() ? "" : " (" + run.execError + ")") + ":\n" +
-            run.log;
+    if (run.signal)
+      error = "the C compiler driver '" + command +
+              "' linking the host "
+              "kernels was " +
+              describeSignal(run.signal) +
+              (run.log.empty() ? "" : ":\n" + run.log);
+    else
+      error = "linking the host kernels with '" + command + "' failed (" +
+              describeFailure(run) + "):\n" + run.log;
     return failure();
   case ToolRun::NoOutput:
     error = "cannot read the linked shared object";
@@ -154,11 +273,14 @@ static FailureOr<std::string> linkSharedObject(StringRef object,
   case ToolRun::Succeeded:
     break;
   }
+  if (failed(checkSharedObject(run.output, command, symbols, error)))
+    return failure();
   return run.output;
 }
 
 FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,
-                                                 PassManager &pm) {
+                                                 PassManager &pm,
+                                                 std::string *toolError) {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -201,6 +323,11 @@ FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
   definePackedEntryPoints(*llvmModule);
+  SmallVector<std::string> exported{
+      "kvgen_bundle_json", "kvgen_bundle_json_size", "kvgen_compiler_version"};
+  for (llvm::Function &f : llvmModule->functions())
+    if (f.getName().starts_with("_mlir_") && !f.isDeclaration())
+      exported.push_back(f.getName().str());
   embedString(*llvmModule, "kvgen_bundle_json", bundle);
   defineConstantGetter(*llvmModule, "kvgen_bundle_json_size",
                        llvm::ConstantInt::get(
@@ -225,7 +352,11 @@ FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,
     return emitError(loc, "the host target cannot emit object files");
   codegen.run(*llvmModule);
 
-  FailureOr<std::string> lib = linkSharedObject(object, error);
+  FailureOr<std::string> lib = linkSharedObject(object, exported, error);
+  if (failed(lib) && toolError) {
+    *toolError = error;
+    return failure();
+  }
   if (failed(lib))
     return emitError(loc, error);
   return lib;

@@ -87,12 +87,15 @@ FailureOr<std::string> kvgen::runPtxas(StringRef ptx, StringRef chip,
       /*keepInputOnFailure=*/true);
   switch (run.status) {
   case ToolRun::NoTemporaryFile:
-    log = "cannot create a temporary file for ptxas";
+    log = "cannot write the PTX to a temporary file for ptxas" +
+          (run.writeError.empty() ? "" : ": " + run.writeError);
     return failure();
   case ToolRun::Failed:
-    log = "ptxas failed (" + run.execError + "):\n" + run.log +
-          "\nreproduce with: " + ptxas + " " + archFlag + " -v " +
-          run.inputPath;
+    log = "ptxas " +
+          (run.signal ? "was " + describeSignal(run.signal)
+                      : "failed (" + describeFailure(run) + ")") +
+          ":\n" + run.log + "\nreproduce with: " + ptxas + " " + archFlag +
+          " -v " + run.inputPath;
     return failure();
   case ToolRun::NoOutput:
   case ToolRun::Succeeded:

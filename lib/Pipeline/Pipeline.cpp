@@ -11,6 +11,7 @@
 
 #include "kvgen/Pipeline/Pipeline.h"
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Pipeline/Description.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -78,7 +79,8 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   GpuNVVMAttachTargetOptions target;
   target.chip = opts.chip;
-  target.features = opts.features;
+  target.features =
+      opts.features.empty() ? ptxFeaturesFor(opts.chip) : opts.features;
   target.optLevel = opts.optLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
   pm.addPass(createLowerAffinePass());

@@ -22,8 +22,9 @@ struct NVVMPipelineOptions : public PassPipelineOptions<NVVMPipelineOptions> {
                            llvm::cl::desc("The GPU the kernels are for"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",
-                               llvm::cl::desc("PTX features, e.g. +ptx80"),
-                               llvm::cl::init("+ptx80")};
+                               llvm::cl::desc("PTX features, e.g. +ptx80 "
+                                              "(default: the chip's)"),
+                               llvm::cl::init("")};
 };
 
 } // namespace
@@ -56,6 +57,11 @@ void kvgen::registerKVGenPipelines() {
                               " is not a chip kvgen generates for; expected "
                               "one of " +
                               known);
+        if (!options.features.empty())
+          if (std::optional<std::string> why =
+                  checkPTXFeatures(options.chip, options.features))
+            return errorHandler(
+                "kv-lower-to-nvvm: features=" + options.features + ": " + *why);
         GPUTargetOptions target;
         target.chip = options.chip;
         target.features = options.features;

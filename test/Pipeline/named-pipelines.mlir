@@ -4,6 +4,9 @@
 // RUN: kvgen-opt --kv-lower-to-gpu %s | FileCheck %s --check-prefix=GPU
 // RUN: kvgen-opt --kv-lower-to-nvvm=chip=sm_80 %s | FileCheck %s --check-prefix=NVVM
 // RUN: kvgen-opt --kv-lower-to-host %s | FileCheck %s --check-prefix=HOST
+// A PTX ISA older than the chip's aborted in the back end.
+// RUN: not kvgen-opt --kv-lower-to-nvvm="chip=sm_100 features=+ptx80" %s 2>&1 | FileCheck %s --check-prefix=OLDPTX
+// OLDPTX: error: kv-lower-to-nvvm: features=+ptx80: sm_100 needs PTX ISA 8.6 (+ptx86) or later
 // A bad description gets the verifier's diagnostic from every pipeline, not
 // a crash.
 // RUN: not kvgen-opt --kv-lower-to-loops %S/Inputs/zero-block-size.mlir 2>&1 | FileCheck %s --check-prefix=BAD
@@ -29,7 +32,7 @@ kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 2,
 // GPU: gpu.func @a({{.*}} kernel
 // GPU-SAME: kv.launch = #kv.launch<threads_x = 16, tokens_per_block = 8, chunks_per_token = 16>
 
-// NVVM: gpu.module @kv_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">]
+// NVVM: gpu.module @kv_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx71">]
 // NVVM: llvm.func @a(
 // NVVM-SAME: nvvm.kernel
 

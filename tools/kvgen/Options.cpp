@@ -56,10 +56,11 @@ cl::opt<std::string> driver::chip(
 static cl::alias chipAlias("chip", cl::aliasopt(chip),
                            cl::desc("Alias for --kvgen-chip"),
                            cl::cat(kvgenCategory));
-cl::opt<std::string> driver::features("kvgen-features",
-                                      cl::desc("PTX features"),
-                                      cl::init("+ptx80"),
-                                      cl::cat(kvgenCategory));
+cl::opt<std::string> driver::features(
+    "kvgen-features",
+    cl::desc("PTX ISA version as +ptxNN (default: the lowest that knows "
+             "the chip)"),
+    cl::init(""), cl::cat(kvgenCategory));
 cl::opt<bool> driver::withCubin("with-cubin",
                                 cl::desc("Put a cubin (ptxas) in the bundle"),
                                 cl::init(false), cl::cat(kvgenCategory));
@@ -169,6 +170,36 @@ LogicalResult driver::checkFlags() {
   bool gpuCode = target == Target::GPU &&
                  !llvm::is_contained({Stage::KV, Stage::Loops, Stage::GPU},
                                      emit.getValue());
+  // LLVM's options keep the last of repeated values; kvgen's would then
+  // compile something other than one of the values given.
+  for (auto &[name, option] : cl::getRegisteredOptions()) {
+    bool own = llvm::any_of(option->Categories, [](cl::OptionCategory *c) {
+      return c == &kvgenCategory || c == &descCategory;
+    });
+    if (own && option->getNumOccurrences() > 1 &&
+        option->getFormattingFlag() != cl::Positional && name == option->ArgStr)
+      return refuse("--" + option->ArgStr + " is given " +
+                    Twine(option->getNumOccurrences()) +
+                    " times: give it once");
+  }
+  // An empty value would silently mean the default.
+  for (cl::opt<std::string> *o :
+       {&layoutFlag, &quantFlag, &cacheDtypeFlag, &dtypeFlag, &features})
+    if (o->getNumOccurrences() && o->empty())
+      return refuse("--" + o->ArgStr +
+                    "= is empty: give a value, or leave the flag out for the "
+                    "default");
+  if (programmaticLaunch && target == Target::Host)
+    return refuse("--programmatic-launch makes GPU kernels wait for the "
+                  "previous kernel in their stream; the host's kernels have "
+                  "no grid to wait for: use it with --target=gpu");
+  if (programmaticLaunch && !gpuCode)
+    return refuse("--programmatic-launch is applied when the kernels are "
+                  "lowered to NVVM; --emit=" +
+                  Twine(emit == Stage::KV      ? "kv"
+                        : emit == Stage::Loops ? "loops"
+                                               : "gpu") +
+                  " stops before that: use --emit=nvvm or later");
   if (!inputFilename.empty() && descriptionFlagsGiven())
     return refuse("give a description file or description flags, not both");
   if (!inputFilename.empty() && nameFlag.getNumOccurrences() &&
@@ -215,6 +246,9 @@ LogicalResult driver::checkFlags() {
                   ": not a chip kvgen generates for; "
                   "expected one of " +
                   known);
+  if (features.getNumOccurrences())
+    if (std::optional<std::string> why = checkPTXFeatures(chip, features))
+      return refuse("--kvgen-features=" + features + ": " + *why);
   return success();
 }
 
@@ -253,6 +287,16 @@ static LogicalResult parseABI(StringRef flag, StringRef value,
                 llvm::join(ArrayRef<const char *>(names), ", "));
 }
 
+/// Accepts the dtypes K and V may have (f32, f16, bf16): --dtype's values.
+static FailureOr<std::string> parseSourceDType(StringRef value) {
+  for (abi::DType dtype : {abi::DType::F32, abi::DType::F16, abi::DType::BF16})
+    if (value == abi::dtypeName(dtype))
+      return mlirTypeName(dtype);
+  return refuseText("--dtype=" + value +
+                    ": expected one of f32, f16, bf16 (the dtype of K and "
+                    "V; an fp8 or int8 cache is chosen with --quant)");
+}
+
 /// Accepts an ABI dtype name, or MLIR's spelling of an fp8 type.
 static FailureOr<std::string> parseDType(StringRef flag, StringRef value) {
   if (value == "f8E4M3FN" || value == "f8E5M2")
@@ -268,7 +312,7 @@ FailureOr<std::string> driver::descriptionFromFlags() {
   abi::Layout layoutId = abi::kDefaultLayout;
   if (failed(parseABI("layout", layout, abi::kLayoutNames, &layoutId)))
     return failure();
-  FailureOr<std::string> dtype = parseDType("dtype", dtypeFlag);
+  FailureOr<std::string> dtype = parseSourceDType(dtypeFlag);
   if (failed(dtype))
     return failure();
 

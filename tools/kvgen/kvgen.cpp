@@ -36,6 +36,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <csignal>
+
 using namespace mlir;
 using namespace kvgen;
 using namespace kvgen::driver;
@@ -99,7 +101,8 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   std::vector<KernelPlan> plans = collectPlans(*module);
   GPUTargetOptions gpuOptions;
   gpuOptions.chip = chip;
-  gpuOptions.features = features;
+  gpuOptions.features =
+      features.getNumOccurrences() ? features.getValue() : ptxFeaturesFor(chip);
   // The host has no grid to wait for: its kernels never say they wait.
   gpuOptions.programmaticLaunch = programmaticLaunch && target != Target::Host;
 
@@ -110,7 +113,12 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   pm.enableTiming(pipelineTiming);
 
   if (emit == Stage::SharedLib) {
-    FailureOr<std::string> lib = buildHostSharedLib(*module, pm);
+    // A linker's failure is the tool's, not the description's: unlocated,
+    // like ptxas's.
+    std::string toolError;
+    FailureOr<std::string> lib = buildHostSharedLib(*module, pm, &toolError);
+    if (failed(lib) && !toolError.empty())
+      llvm::errs() << "kvgen: " << toolError << "\n";
     return failed(lib) ? failure() : writeOutput(*lib);
   }
   buildLoopsPipeline(pm);
@@ -182,6 +190,11 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  // Past `ulimit -f`, a write fails with EFBIG and is reported with the file
+  // it was for (and the temporary files are removed), instead of SIGXFSZ
+  // ending kvgen with the files left behind. The tools kvgen runs inherit
+  // this and report the same error themselves.
+  ::signal(SIGXFSZ, SIG_IGN);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();

@@ -15,6 +15,8 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <cstddef>
+#include <optional>
+#include <string>
 
 namespace llvm {
 class SourceMgr;
@@ -29,14 +31,21 @@ inline constexpr size_t kMaxDescriptionBytes = size_t(4) << 20;
 /// level, so an unbounded depth overflows the stack; a real description
 /// nests about four deep.
 inline constexpr unsigned kMaxNestingDepth = 64;
+/// The most arithmetic operators (+ - * floordiv ceildiv mod) a description
+/// may hold. MLIR's affine expression parser recurses once per operator
+/// (a unary minus, each `+` of a chain) without a bracket, at about 1 KB of
+/// stack a level (7,500 minus signs overflowed 8 MiB); kv ops take none but
+/// the sign of a number or an exponent.
+inline constexpr unsigned kMaxOperators = 256;
 /// The most kv ops one description may hold. Each becomes one or two
 /// kernels and costs kvgen tens of milliseconds (4096 appends took 198 s and
 /// 1 GB), so a description past this is more likely a mistake than a model.
 inline constexpr size_t kMaxKernelOps = 1024;
 
 /// Refuses the main buffer of `sourceMgr` if it is larger than
-/// kMaxDescriptionBytes or nests brackets deeper than kMaxNestingDepth
-/// (outside strings and comments). The diagnostic points at the byte that
+/// kMaxDescriptionBytes, nests brackets deeper than kMaxNestingDepth or holds
+/// more than kMaxOperators arithmetic operators (outside strings and
+/// comments). The diagnostic points at the byte that
 /// crossed the limit.
 mlir::LogicalResult checkDescriptionText(const llvm::SourceMgr &sourceMgr,
                                          mlir::MLIRContext *context);
@@ -62,6 +71,24 @@ llvm::StringRef getDefaultDescription();
 /// Whether `chip` names a GPU that the NVPTX back end (and so ptxas) knows:
 /// sm_XX, sm_XXa or sm_XXf. `known`, if given, receives the list.
 bool isKnownChip(llvm::StringRef chip, std::string *known = nullptr);
+
+/// The number of sm_XX[a|f] (75 for sm_75), or 0 for another spelling.
+unsigned chipNumber(llvm::StringRef chip);
+
+/// The PTX ISA version (major * 10 + minor) kvgen emits for a known chip:
+/// the lowest that knows the chip, raised where the back end needs a later
+/// one for an instruction of kvgen's kernels (one table, Chip.cpp). 0 for a
+/// chip kvgen does not know.
+unsigned ptxVersionFor(llvm::StringRef chip);
+
+/// ptxVersionFor as NVPTX features ("+ptx80"); empty for an unknown chip.
+std::string ptxFeaturesFor(llvm::StringRef chip);
+
+/// Why `features` (--kvgen-features) cannot be used for `chip`, or nothing
+/// when it can: it must be one PTX ISA version the back end knows, not older
+/// than ptxVersionFor(chip) (the back end aborts on an older one).
+std::optional<std::string> checkPTXFeatures(llvm::StringRef chip,
+                                            llvm::StringRef features);
 
 } // namespace kvgen
 

@@ -33,9 +33,13 @@ namespace kvgen {
 /// pipelines are added), compiles it for this CPU's architecture (generic
 /// CPU, position-independent) and links it with the system's C compiler
 /// driver. Returns the shared object's bytes; on failure, emits an error on
-/// the module and writes nothing.
-mlir::FailureOr<std::string> buildHostSharedLib(mlir::ModuleOp module,
-                                                mlir::PassManager &pm);
+/// the module and writes nothing. A failure of the linking step (the driver
+/// not found, failed or killed, a temporary file not written, the linked
+/// file not a shared object of this host) is not the description's: with
+/// `toolError`, its message goes there instead of onto the module.
+mlir::FailureOr<std::string>
+buildHostSharedLib(mlir::ModuleOp module, mlir::PassManager &pm,
+                   std::string *toolError = nullptr);
 
 /// "kvgen <version> (bundle format <n>)": what `kvgen --version` prints and
 /// what a shared object records as its producer. Caches of generated

@@ -45,6 +45,7 @@ void registerKVGenDialects(mlir::DialectRegistry &registry);
 
 struct GPUTargetOptions {
   std::string chip = "sm_90";
+  /// The PTX ISA as NVPTX features; empty: ptxFeaturesFor(chip).
   std::string features = "+ptx80";
   unsigned optLevel = 3;
   /// Kernels wait for the previous grid (kv-programmatic-launch) and the
