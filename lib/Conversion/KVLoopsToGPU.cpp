@@ -44,7 +44,7 @@ using namespace mlir;
 using namespace kvgen;
 
 // On by default: measured 0.03-0.07 us faster per decode call in a graph
-// (docs/PERFORMANCE.md, tuning step 8); `=false` keeps the test, for the
+// (docs/dev/TUNING.md); `=false` keeps the test, for the
 // side-by-side measurement.
 static llvm::cl::opt<bool> clElideTokenCheck(
     "kvgen-elide-token-check", llvm::cl::Hidden, llvm::cl::init(true),

@@ -294,7 +294,7 @@ Value KernelBuilder::loadSlot(Value t32) {
   // datapath, not a mul.wide.u32 of it. With several tokens per block the
   // index differs between threads and that gains nothing: the MLA latent
   // append (eight tokens per block) measured 0.02 us slower per decode call
-  // with the mark (docs/PERFORMANCE.md, tuning step 25).
+  // with the mark (docs/dev/TUNING.md).
   Value t = ext(t32);
   if (plan.tokensPerBlock == 1)
     t.getDefiningOp()->setAttr(kKeepWideAttrName, b.getUnitAttr());

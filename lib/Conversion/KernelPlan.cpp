@@ -10,7 +10,8 @@ using namespace mlir;
 using namespace kvgen;
 
 // Tuning overrides of the plan's choices, for measuring alternatives side by
-// side (docs/PERFORMANCE.md); the defaults are the plan's own.
+// side (bench/tune-variants.sh builds them; docs/dev/TUNING.md); the defaults
+// are the plan's own.
 static llvm::cl::opt<int64_t> clChunksPerThread(
     "kvgen-chunks-per-thread", llvm::cl::Hidden, llvm::cl::init(0),
     llvm::cl::desc("Chunks one thread of a static or unquantized append "
@@ -77,7 +78,8 @@ std::vector<abi::Param> KernelPlan::getParams() const {
 /// the SM schedules warps, so a block of 72 threads (an MLA token of 576
 /// bf16) holds three warps' registers and slots for 72 threads' work, and
 /// the SM's 64 warps then hold 21 tokens' worth of loads instead of 28.
-/// Measured: docs/PERFORMANCE.md, tuning step 9.
+/// Measured on DeepSeek-V3's latent append: bf16 prefill at 65536 tokens
+/// from 75% to 81% of the copy ceiling (docs/dev/TUNING.md).
 static void chooseLaunch(KernelPlan &plan) {
   constexpr int64_t kMaxThreadsPerToken = 256;
   constexpr int64_t kMinThreadsPerBlock = 128;
@@ -138,7 +140,7 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
 /// (Quantize.h) takes the group's scale like a static one, but its kernel
 /// needs more than 32 registers: held to the bound it spills, unbounded it
 /// runs at 9 blocks an SM. Measured on the bench's int8 per-(token, head)
-/// append (docs/PERFORMANCE.md, tuning steps 18 and 20): unbounded, decode
+/// append (docs/dev/TUNING.md): unbounded, decode
 /// is 6-11% faster than IEEE division at 32 registers and prefill 3-7%
 /// slower. So the vector kernel takes the fast division and the wide kernel,
 /// for many tokens, keeps IEEE division at the bound.
@@ -159,8 +161,8 @@ static bool splitsDivision(const KernelPlan &base) {
 ///
 /// Four chunks put eight 16-byte loads in flight a thread where the vector
 /// kernel has two. Measured on the bench's bf16 8 x 128 append beside the
-/// vector kernel and the two-chunk kernel in one process (docs/PERFORMANCE.md,
-/// tuning step 26): from 2048 tokens to 32768 it led both by 0.5-7% in all
+/// vector kernel and the two-chunk kernel in one process (docs/dev/TUNING.md):
+/// from 2048 tokens to 32768 it led both by 0.5-7% in all
 /// but two comparisons, both at 2048 (3.6% at 4096 with the caches flushed),
 /// and was level at 65536; at 1024 the vector kernel leads. Where a side takes
 /// element stores (a value cache whose innermost axis is the block position)
@@ -182,7 +184,7 @@ static int64_t wideChunksPerThread(const KernelPlan &base) {
 /// or faster. Two kinds of append get one:
 /// - one whose quantizing division splits by launch size (splitsDivision):
 ///   the wide kernel is the IEEE division's, from 2048 tokens on, 16384 for
-///   per-token scales (tuning step 20: per (token, head), the fast division
+///   per-token scales (measured: per (token, head), the fast division
 ///   leads below 2048 tokens and trails by 1.5-10% from 2048 on; per token,
 ///   whose IEEE kernel takes half the fast one's registers over a token's
 ///   128 chunks, it leads by 24% at one token and 5-12% at 4096, is level at
@@ -190,8 +192,8 @@ static int64_t wideChunksPerThread(const KernelPlan &base) {
 /// - otherwise a K/V append (plain or fused) whose iteration is one chunk of
 ///   a token of an even number of chunks: the wide kernel moves two or four
 ///   chunks a thread (wideChunksPerThread). Four chunks lead the vector
-///   kernel from 2048 tokens on (tuning step 26). Two, measured on the
-///   bench's 8 x 128 append (tuning step 19): bf16 gains 3-4% at 4096 tokens
+///   kernel from 2048 tokens on. Two, measured on the bench's 8 x 128
+///   append: bf16 gains 3-4% at 4096 tokens
 ///   and is level from 16384 on, but loses 1-5% in decode; a quantized one,
 ///   whose vector kernel keeps full occupancy at the 32-register bound,
 ///   gains only from 16384 tokens on (1.5-2%) and loses 1-3% at 2048-4096.
@@ -221,15 +223,15 @@ static int64_t wideMinTokens(const KernelPlan &base) {
 /// The fewest tokens from which kvrt goes back from the wide variant (whose
 /// threshold is `minTokens`) to the vector variant, or 0 for no bound. Only
 /// the two-chunk kernel of an unquantized cache has one: on the bench's bf16
-/// 8 x 128 append (docs/PERFORMANCE.md, tuning step 21) it leads the vector
+/// 8 x 128 append (docs/dev/TUNING.md) it leads the vector
 /// kernel at 4096 tokens (0.961-0.990 of Triton against 0.996-1.010) but
 /// trails it from 16384 on, by up to 2% (0.5% typical) with random blocks
 /// and by 2.0-2.4% with consecutive ones, where both run near the copy
 /// ceiling: halving the blocks of a grid that fills the SMs many times over
 /// buys nothing there. The four-chunk kernel stays ahead or level up to
-/// 65536 tokens (tuning step 26), and a quantized cache's two-chunk kernel
+/// 65536 tokens, and a quantized cache's two-chunk kernel
 /// and the IEEE kernel of a split division stay ahead from their thresholds
-/// on (tuning steps 19 and 20).
+/// on.
 static int64_t wideMaxTokens(const KernelPlan &base, int64_t minTokens,
                              bool division) {
   constexpr int64_t kMaxTokens = 16384;
@@ -327,16 +329,17 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     // in flight where a K/V append keeps two. Two chunks a thread restore
     // the two (MLA 512 + 64 bf16 prefill at 65536 tokens: 81% to 87% of the
     // copy ceiling). Quantized, the second chunk's divisions lengthen decode
-    // more than prefill gains (docs/PERFORMANCE.md, tuning step 10).
+    // more than prefill gains (fp8 latent decode 1.89 against 1.59 us at one
+    // token with two chunks; docs/dev/TUNING.md).
     base.chunksPerThread = 2;
   }
   // The quantizing division of a 16-bit float source by a static scale:
   // one reciprocal a scale, then a multiply, two fmas and a sign fix an
   // element, the same bytes as IEEE division (Quantize.h, emitDivide), where
   // IEEE division is a reciprocal, a check and a slow-path branch per element
-  // (docs/PERFORMANCE.md, tuning step 11). A dynamic scale's kernels take
+  // (docs/dev/TUNING.md). A dynamic scale's kernels take
   // it below (splitsDivision): its kernel spills at the register bound and,
-  // unbounded, loses 3-7% in prefill for 6-11% in decode (tuning step 18),
+  // unbounded, loses 3-7% in prefill for 6-11% in decode,
   // so only the vector kernel, for fewer tokens, has it.
   base.fastDivision =
       clFastDivision && quant && quant.getMode() == kv::ScaleMode::Static &&

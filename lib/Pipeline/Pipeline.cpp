@@ -23,14 +23,15 @@
 #include "llvm/Support/CommandLine.h"
 
 // A tuning override, for measuring the alternative side by side
-// (docs/PERFORMANCE.md): without noalias, LLVM keeps plain ld.global for the
+// (docs/dev/TUNING.md): without noalias, LLVM keeps plain ld.global for the
 // inputs instead of the non-coherent ld.global.nc.
 static llvm::cl::opt<bool>
     clNoAlias("kvgen-noalias", llvm::cl::Hidden, llvm::cl::init(true),
               llvm::cl::desc("Mark the kernels' buffer pointers noalias "
                              "(kv-mark-kernel-noalias)"));
 
-// Tuning (docs/PERFORMANCE.md, step 24): false leaves each source address
+// For measuring the kernels before the uniform-datapath address forms
+// (docs/dev/TUNING.md): false leaves each source address
 // a pinned offset that its load adds to the buffer's pointer, and the slot's
 // address a mul.wide.u32 of the token index.
 static llvm::cl::opt<bool> clPinAddresses(

@@ -134,8 +134,7 @@ inline constexpr llvm::StringLiteral kKeepNarrowAttrName = "kv.keep_narrow";
 /// extension kv-pin-before-slot hides from LLVM: the slot's address is then
 /// a shift and an add, which ptxas computes in the uniform datapath when a
 /// block holds one token, instead of the `mul.wide.u32` LLVM would make of
-/// the extension, which it computes per thread (docs/PERFORMANCE.md, tuning
-/// step 24).
+/// the extension, which it computes per thread (docs/dev/TUNING.md).
 inline constexpr llvm::StringLiteral kKeepWideAttrName = "kv.keep_wide";
 
 /// Name of the function attribute that carries a plan's minBlocksPerSM (an
