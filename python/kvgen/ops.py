@@ -126,7 +126,8 @@ def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
         bundle = compiler.compile(
             layout=layout, block_size=block_size, num_kv_heads=heads,
             head_dim=head_dim, dtype=source, cache_dtype=desc_cache,
-            quant=None if quant is None else want["quant"], target="host" if host else "gpu",
+            quant=None if quant is None else want["quant"],
+            target="host" if host else "gpu",
             chip=None if host else _chip(device[1]), **extra)
     except errors.CompilerError as e:
         if quant is None:

@@ -4,7 +4,6 @@ equals the plain reference (element (t, h, d) stored as fp8(x / k_scale[h])),
 the memo keeps per-tensor and per-head plans apart, bad scales are refused
 by name with nothing written, and precompile makes the per-head kernels."""
 
-import json
 import os
 import subprocess
 import sys
