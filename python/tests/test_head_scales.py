@@ -159,6 +159,40 @@ def test_auto_ignores_the_scales_as_vllm_does():
     assert (kc == want_k).all() and (vc == want_v).all()
 
 
+def test_registered_bundle_serves_only_its_granularity(monkeypatch):
+    """A registered per-tensor fp8 bundle never serves [H] scales (its kernel
+    reads one scale); a registered per-head one does, without compiling."""
+    fields = dict(target="host", layout="paged_nhd", block_size=BS,
+                  num_kv_heads=H, head_dim=D, dtype="f32")
+    per_tensor = kvgen.compile(quant="fp8_e4m3", **fields)
+    per_head = kvgen.compile(quant="fp8_e4m3,per_head,static", **fields)
+    compiled = []
+    real = kvgen.compiler.compile
+
+    def counting(*args, **kwargs):
+        compiled.append(kwargs.get("quant"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kvgen.compiler, "compile", counting)
+    rng = np.random.default_rng(12)
+    try:
+        for bundle, compiles in ((per_tensor, 1), (per_head, 0)):
+            kvgen.ops.register(bundle)
+            compiled.clear()
+            key, value, kc, vc, slots = _inputs(rng, "f32", "NHD")
+            want_k, want_v = _expected(key, value, kc, vc, slots, K_SCALE,
+                                       V_SCALE, "fp8")
+            kvgen.ops.reshape_and_cache_flash(key, value, kc, vc, slots,
+                                              "fp8", K_SCALE, V_SCALE)
+            assert (kc == want_k).all() and (vc == want_v).all()
+            assert len(compiled) == compiles, compiled
+    finally:
+        for b in (per_tensor, per_head):
+            if b in kvgen.ops._registered:
+                kvgen.ops._registered.remove(b)
+        kvgen.ops._plans.clear()
+
+
 # precompile ------------------------------------------------------------------
 
 def _descriptions(flags):
