@@ -99,15 +99,16 @@ def _chip(device_id):
 
 
 def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
-                cache_dtype, quant, latent=None):
+                cache_dtype, quant, latent=None, granularity="per_tensor"):
     """(bundle, kernel name) of `kind` for one cache, from a registered
     bundle or kvgen.compile. `latent`: (kv_lora_rank, rope_dim) of an MLA
-    cache."""
+    cache; `granularity`: the static scales' (per_tensor or per_head) of a
+    quantized one."""
     host = device[0] == _dlpack.CPU
     want = dict(layout=layout, block_size=block_size, num_kv_heads=heads,
                 head_dim=head_dim, dtype=cache_dtype, source_dtype=source,
                 quant=None if quant is None else {
-                    "kind": quant, "granularity": "per_tensor",
+                    "kind": quant, "granularity": granularity,
                     "mode": "static"})
     extra = {}
     if latent is not None:
@@ -125,7 +126,8 @@ def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
         bundle = compiler.compile(
             layout=layout, block_size=block_size, num_kv_heads=heads,
             head_dim=head_dim, dtype=source, cache_dtype=desc_cache,
-            quant=quant, target="host" if host else "gpu",
+            quant=None if quant is None else want["quant"],
+            target="host" if host else "gpu",
             chip=None if host else _chip(device[1]), **extra)
     except errors.CompilerError as e:
         if quant is None:
@@ -166,7 +168,7 @@ def _hnd_view(d):
                     (strides[0], strides[2], strides[1], strides[3]))
 
 
-def _flash_plan(key, k, kc, vc, kv_cache_dtype):
+def _flash_plan(key, k, kc, vc, kv_cache_dtype, granularity):
     if len(k[5]) != 3:
         raise _bad("key: expected [num_tokens, num_heads, head_size], got "
                    "shape %s", list(k[5]))
@@ -189,17 +191,23 @@ def _flash_plan(key, k, kc, vc, kv_cache_dtype):
     plan = _Plan()
     plan.bundle, plan.kernel = _kernel_for(
         "append", kc[1:3], _vllm_layout(hnd), bs, heads,
-        head_dim, source, cache, quant)
+        head_dim, source, cache, quant, granularity=granularity)
     plan.hnd = hnd
     plan.quantized = quant is not None
     plan.block_size = bs
     return plan
 
 
-def _scale(obj, name, keep):
+def _scale_desc(obj, name, keep):
+    """The Desc of a static scale tensor, refused when absent."""
     if obj is None:
         raise _bad("%s: an fp8 cache needs the scale tensor", name)
-    d = _dlpack.describe(obj, name, keep)
+    return _dlpack.describe(obj, name, keep)
+
+
+def _scale(obj, name, keep):
+    """One per-tensor scale (any shape of one element) as a [1] Desc."""
+    d = _scale_desc(obj, name, keep)
     count = 1
     for e in d[5]:
         count *= e
@@ -207,6 +215,41 @@ def _scale(obj, name, keep):
         raise _bad("%s: expected one scale (shape [] or [1]), got shape %s",
                    name, list(d[5]))
     return d[:5] + ((1,), (1,))
+
+
+def _flash_scales(ks, vs, kc):
+    """(granularity, k_scale Desc, v_scale Desc) of reshape_and_cache_flash's
+    fp8 scales, as vLLM takes them: one element each (per_tensor, passed as
+    [1]) or [num_heads] each (per_head, element h scales head h), never one
+    of each. (None, ks, vs) for a cache that is not [nb, bs, H, D]:
+    _flash_plan refuses it."""
+    if len(kc[5]) != 4:
+        return None, ks, vs
+    heads = kc[5][2]
+    out = []
+    for d, name in ((ks, "k_scale"), (vs, "v_scale")):
+        shape = d[5]
+        count = 1
+        for e in shape:
+            count *= e
+        if count == 1:
+            out.append(("per_tensor", d[:5] + ((1,), (1,))))
+        elif len(shape) == 1 and shape[0] == heads > 1:
+            if d[6][0] != 1:
+                # vLLM reads scale h at data_ptr()[h]: a strided view would
+                # scale heads by other elements.
+                raise _bad("%s: [%d] with stride %d; a per-head scale must "
+                           "be contiguous", name, heads, d[6][0])
+            out.append(("per_head", d))
+        else:
+            raise _bad("%s: shape %s; expected one scale (shape [] or [1]) "
+                       "or one per KV head (shape [%d])", name, list(shape),
+                       heads)
+    if out[0][0] != out[1][0]:
+        raise _bad("k_scale %s and v_scale %s: one is %s, the other %s; "
+                   "both must be [1] (per tensor) or both [%d] (per head)",
+                   list(ks[5]), list(vs[5]), out[0][0], out[1][0], heads)
+    return out[0][0], out[0][1], out[1][1]
 
 
 def register_torch_ops():
@@ -243,7 +286,10 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     NHD, or HND in memory (a permuted view; the strides say which).
     slot_mapping: int64 [num_tokens]. kv_cache_dtype: "auto" (the cache's
     dtype; f32 <-> f16/bf16 casts allowed), "fp8"/"fp8_e4m3"/"fp8_e5m2"
-    (cache uint8 or float8; stored = x / k_scale, per-tensor scales).
+    (cache uint8 or float8; stored = x / k_scale). k_scale, v_scale: float32,
+    both of one element (shape [] or [1], per tensor) or both [num_heads]
+    (contiguous, per head: head h is stored as x / k_scale[h]); ignored with
+    "auto".
     """
     if stream is None and _torch_route(key):
         _torch.ops.kvgen.reshape_and_cache_flash(
@@ -276,11 +322,17 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
             _kvrt.check(bundle._lib_append(bundle._handle, packed.args,
                                            _stream_of(stream, key, k)))
             return
+    granularity = ks = vs = None
+    if kv_cache_dtype in _FP8:
+        # Checked before the plan: the granularity chooses the kernel.
+        granularity, ks, vs = _flash_scales(
+            _scale_desc(k_scale, "k_scale", keep),
+            _scale_desc(v_scale, "v_scale", keep), kc)
     memo = (k[3], k[4], k[5][1:], kc[1], kc[2], kc[3], kc[4], kc[5][1:],
-            kc[6], vc[6], kv_cache_dtype)
+            kc[6], vc[6], kv_cache_dtype, granularity)
     plan = _plans.get(memo)
     if plan is None:
-        plan = _flash_plan(key, k, kc, vc, kv_cache_dtype)
+        plan = _flash_plan(key, k, kc, vc, kv_cache_dtype, granularity)
         _remember(_plans, memo, plan, generation)
     if len(sm[5]) != 1:
         raise _bad("slot_mapping: expected [num_tokens], got shape %s",
@@ -296,10 +348,6 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
         v = v[:5] + ((n,) + v[5][1:], v[6])
     if plan.hnd:
         kc, vc = _hnd_view(kc), _hnd_view(vc)
-    ks = vs = None
-    if plan.quantized:
-        ks = _scale(k_scale, "k_scale", keep)
-        vs = _scale(v_scale, "v_scale", keep)
     stream = _stream_of(stream, key, k)
     packed = plan.bundle._append(plan.kernel,
                                  (k, v, sm, kc, vc, ks, vs, None, None), 0,

@@ -3,7 +3,7 @@
     python -m kvgen precompile --cache-dir DIR --model config.json --tp 1,2
     python -m kvgen precompile --cache-dir DIR --num-kv-heads 8 \\
         --head-dim 128 --block-size 16 --dtypes bf16,f16 \\
-        --kv-cache-dtypes auto,fp8
+        --kv-cache-dtypes auto,fp8 --scales per_tensor,per_head
 
     python -m kvgen precompile --cache-dir DIR --mla 512+64 --block-size 64 \\
         --dtypes bf16 --kv-cache-dtypes auto,fp8
@@ -15,7 +15,9 @@ model config is a Hugging Face config.json: num_key_value_heads (else
 num_attention_heads), head_dim (else hidden_size / num_attention_heads) and
 torch_dtype; --tp divides the KV heads as tensor parallelism does. A config
 with kv_lora_rank (DeepSeek's MLA) gets the latent cache of kv_lora_rank +
-qk_rope_head_dim instead, one head whatever the TP degree.
+qk_rope_head_dim instead, one head whatever the TP degree. --scales says
+which static fp8 scales the fp8 descriptions take: per_tensor (the
+default: vLLM's [1] k_scale and v_scale) and per_head ([num_kv_heads]).
 
 Exit status: 0 when every description is cached; 2 for a bad flag or
 config (one line naming the flag or field and its value, nothing compiled);
@@ -33,6 +35,7 @@ import sys
 from . import compiler, errors
 
 _FP8 = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+_SCALES = ("per_tensor", "per_head")
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 # The layouts a description of block_size takes (include/kvgen/ABI/
 # Layouts.def less contiguous, which takes max_seq_len).
@@ -204,6 +207,13 @@ def descriptions(args):
             raise BadInput("--kv-cache-dtypes: %r is not auto, fp8, fp8_e4m3 "
                            "or fp8_e5m2" % kvd)
         quants.append(None if kvd == "auto" else _FP8[kvd])
+    scales = _list("--scales", args.scales)
+    for g in scales:
+        if g not in _SCALES:
+            raise BadInput("--scales: %r is not per_tensor or per_head" % g)
+    if "per_head" in scales and not any(quants):
+        raise BadInput("--scales per_head needs an fp8 --kv-cache-dtypes "
+                       "(an unquantized cache takes no scales)")
 
     if model:
         tps = _positive_ints("--tp", "1" if args.tp is None else
@@ -231,6 +241,14 @@ def descriptions(args):
             raise BadInput("--layouts %s: a latent (MLA) cache is paged_nhd"
                            % args.layouts)
         layouts = ["paged_nhd"]
+        if "per_head" in scales:
+            # concat_and_cache_mla takes one scale.
+            raise BadInput("--scales per_head: a latent (MLA) cache takes "
+                           "one per_tensor scale")
+    # The quant field of each description: the kind alone is per_tensor
+    # (the text the ops compile for a [1] scale); per_head names it.
+    quants = [q if q is None or g == "per_tensor" else q + ",per_head,static"
+              for q in quants for g in scales]
     out, seen = [], set()
     for (heads, dim, dtype, latent), layout, bs, quant in itertools.product(
             shapes, layouts, block_sizes, quants):
@@ -274,6 +292,10 @@ def main(argv=None):
                    "pairs, e.g. 512+64 (one head)")
     p.add_argument("--kv-cache-dtypes", default="auto",
                    help="auto,fp8,fp8_e4m3,fp8_e5m2")
+    p.add_argument("--scales", default="per_tensor",
+                   help="the fp8 descriptions' static scales: per_tensor "
+                   "([1] k_scale/v_scale), per_head ([num_kv_heads]), or "
+                   "both (default per_tensor)")
     p.add_argument("--target", default="gpu", help="gpu,host")
     p.add_argument("--chip", default=None, help="GPU chip (default sm_90)")
     try:

@@ -53,3 +53,37 @@ def flashinfer_reference(key, value, batch_indices, positions, k_cache,
             kc[pg, row] = key[i]
             vc[pg, row] = value[i]
     return kc, vc
+
+
+# (mantissa bits, exponent bias, largest finite) of vLLM's fp8 formats.
+FP8_FORMATS = {"fp8_e4m3": (3, 7, 448.0), "fp8_e5m2": (2, 15, 57344.0)}
+
+
+def fp8_bytes(q, kind):
+    """The fp8 bytes of float32 `q`: rounded to nearest even (subnormals
+    included), saturated to the largest finite value, the sign of a zero
+    kept; integer arithmetic, no fp8 library. NaN is not handled."""
+    mbits, bias, qmax = FP8_FORMATS[kind]
+    q = np.asarray(q, np.float32).astype(np.float64)  # exact
+    sign = np.signbit(q).astype(np.uint8) << 7
+    a = np.abs(q)
+    emin = 1 - bias
+    # floor(log2(a)) of a nonzero a; the subnormals share emin's quantum.
+    e = np.frexp(a)[1] - 1
+    quantum = np.exp2(np.maximum(e, emin) - mbits)
+    r = np.minimum(np.rint(a / quantum) * quantum, qmax)  # rint: half even
+    e = np.frexp(r)[1] - 1
+    normal = (r > 0) & (e >= emin)
+    efield = np.where(normal, e + bias, 0)
+    mant = np.where(normal, r / np.exp2(e - mbits) - (1 << mbits),
+                    r / np.exp2(emin - mbits))
+    return sign | (efield.astype(np.uint8) << mbits) | mant.astype(np.uint8)
+
+
+def fp8_quantized(x, scale, kind):
+    """vLLM's static fp8 quantization of [T, H, D] `x`: element (t, h, d)
+    is fp8(float32(x) / scale[h]) for a [H] scale (per head), / scale[0]
+    for a one-element scale (per tensor); IEEE float32 division."""
+    scale = np.asarray(scale, np.float32).reshape(-1)
+    s = scale.reshape(1, -1, 1) if scale.size > 1 else scale[0]
+    return fp8_bytes(x.astype(np.float32) / s, kind)
