@@ -27,7 +27,7 @@ cp "$build"/runtime/test/gpu/reference*.bundle.json "$dst/bin/" 2>/dev/null || t
 KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile \
   --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --num-kv-heads 8 \
   --head-dim 128 --block-size 16 --dtypes bf16,f16,f32 \
-  --kv-cache-dtypes auto,fp8_e4m3,fp8_e5m2
+  --kv-cache-dtypes auto,fp8_e4m3,fp8_e5m2 --scales per_tensor,per_head
 # ... and DeepSeek-V3's MLA latent cache (concat_and_cache_mla's tests).
 KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile \
   --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --mla 512+64 \
