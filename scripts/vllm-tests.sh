@@ -165,9 +165,10 @@ fi
 
 if [ -n "${KVGEN_VLLM_STAGE:-}" ]; then
   # A staged folder: the test files, libkvrt and the GPU kernels.
-  src=$KVGEN_VLLM_STAGE/src
-  export KVGEN_KVRT_LIB=${KVGEN_KVRT_LIB:-$KVGEN_VLLM_STAGE/lib/libkvrt.so}
-  export KVGEN_CACHE_DIR=${KVGEN_CACHE_DIR:-$KVGEN_VLLM_STAGE/kvgen-cache}
+  staged=$(cd "$KVGEN_VLLM_STAGE" && pwd)
+  src=$staged/src
+  export KVGEN_KVRT_LIB=${KVGEN_KVRT_LIB:-$staged/lib/libkvrt.so}
+  export KVGEN_CACHE_DIR=${KVGEN_CACHE_DIR:-$staged/kvgen-cache}
   [ "$(cat "$src/.sha256" 2>/dev/null)" = "$sha256" ] ||
     { say "$src holds no vllm-$version test files"; exit 1; }
 else
