@@ -119,7 +119,7 @@ def pytest_runtest_makereport(item, call):
         refusal = _kvgen_refusal(call.excinfo.value)
         if refusal is not None:
             report.outcome = "skipped"
-            report.wasxfail = "kvgen does not provide: " + refusal[2]
+            report.wasxfail = refusal[2]
             item.user_properties.append(("kvgen_not_provided", refusal[2]))
     if call.when == "call" or report.outcome != "passed":
         function = getattr(item, "originalname", None) or item.name
