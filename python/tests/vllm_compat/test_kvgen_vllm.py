@@ -178,3 +178,26 @@ def test_install(compiler_path, order, want):
     lines = proc.stdout.strip().splitlines()
     assert lines[0] == want[0]
     assert lines[1].startswith(want[1])
+
+
+def test_reshape_and_cache_vectorized_fp8(compiler_path):
+    """fp8 in the x-vectorized cache (x = 16 one-byte elements): the bytes
+    of (x / k_scale) cast to e4m3, as torch casts them."""
+    heads, dim, bs, blocks = 2, 32, 4, 3
+    torch.manual_seed(2)
+    key = torch.randn(3, heads, dim)
+    value = torch.randn(3, heads, dim)
+    kc = torch.zeros(blocks, heads, dim // 16, bs, 16, dtype=torch.uint8)
+    vc = torch.zeros(blocks, heads, dim, bs, dtype=torch.uint8)
+    slots = torch.tensor([5, 0, 11])
+    ks, vs = torch.tensor(0.5), torch.tensor(0.25)
+    kv.reshape_and_cache(key, value, kc, vc, slots, "fp8", ks, vs)
+
+    def fp8(x, s):
+        return (x.float() / s).to(torch.float8_e4m3fn).view(torch.uint8)
+
+    for t, s in enumerate(slots.tolist()):
+        b, o = divmod(s, bs)
+        assert torch.equal(kc[b, :, :, o, :],
+                           fp8(key[t], ks).reshape(heads, dim // 16, 16))
+        assert torch.equal(vc[b, :, :, o], fp8(value[t], vs))
