@@ -1,0 +1,217 @@
+"""kvgen.vllm on CPU tensors: what it routes to kvgen, what it refuses and
+how, and install() with and without vLLM's ops already defined. Needs torch
+(skipped without it); vLLM's own cache test runs through
+scripts/vllm-tests.sh."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import kvgen  # noqa: E402
+import kvgen.vllm as kv  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.abspath(os.path.join(HERE, os.pardir, os.pardir))
+
+
+def _flash(num_tokens=5, heads=2, dim=16, blocks=4, bs=8, dtype=torch.float32,
+           cache_dtype=None):
+    torch.manual_seed(0)
+    key = torch.randn(num_tokens, heads, dim, dtype=dtype)
+    value = torch.randn(num_tokens, heads, dim, dtype=dtype)
+    cache_dtype = cache_dtype or dtype
+    kc = torch.zeros(blocks, bs, heads, dim, dtype=cache_dtype)
+    vc = torch.zeros(blocks, bs, heads, dim, dtype=cache_dtype)
+    slots = torch.tensor([3, 0, 17, -1, 30][:num_tokens], dtype=torch.long)
+    return key, value, kc, vc, slots
+
+
+def test_not_provided_error_names_op_and_format():
+    e = kv.NotProvidedError("swap_blocks", "block copies")
+    assert isinstance(e, NotImplementedError)
+    assert isinstance(e, kvgen.KvgenError)
+    assert (e.op, e.format) == ("swap_blocks", "block copies")
+    assert str(e) == "kvgen does not provide vLLM's swap_blocks: block copies"
+
+
+@pytest.mark.parametrize("name", sorted(kv.NOT_PROVIDED))
+def test_every_op_kvgen_lacks_refuses_by_name(name):
+    with pytest.raises(kv.NotProvidedError, match=name) as info:
+        getattr(kv, name)()
+    assert info.value.op == name
+
+
+def test_per_head_fp8_scales_store_each_head_by_its_scale():
+    key, value, kc, vc, slots = _flash(cache_dtype=torch.uint8)
+    k_scale = torch.tensor([0.5, 2.0])
+    v_scale = torch.tensor([4.0, 0.25])
+    kv.reshape_and_cache_flash(key, value, kc, vc, slots, "fp8", k_scale,
+                               v_scale)
+    for cache, src, scale in ((kc, key, k_scale), (vc, value, v_scale)):
+        want = (src.float() / scale.view(1, -1, 1)).to(
+            torch.float8_e4m3fn).view(torch.uint8)
+        rows = cache.view(-1, *cache.shape[2:])
+        for t, slot in enumerate(slots.tolist()):
+            if slot >= 0:
+                assert torch.equal(rows[slot], want[t]), (t, slot)
+
+
+def test_per_head_fp8_scales_of_another_count_are_refused_before_writing():
+    key, value, kc, vc, slots = _flash(cache_dtype=torch.uint8)
+    scale = torch.ones(3)
+    with pytest.raises(kvgen.InvalidArgumentError, match="k_scale"):
+        kv.reshape_and_cache_flash(key, value, kc, vc, slots, "fp8", scale,
+                                   scale)
+    assert not kc.any() and not vc.any()
+
+
+def test_different_k_and_v_head_sizes_are_refused():
+    key, _, kc, _, slots = _flash()
+    value = torch.randn(5, 2, 8)
+    vc = torch.zeros(4, 8, 2, 8)
+    one = torch.ones(())
+    with pytest.raises(kv.NotProvidedError, match="K and V of different head "
+                       "sizes"):
+        kv.reshape_and_cache_flash(key, value, kc, vc, slots, "auto", one, one)
+    assert not kc.any() and not vc.any()
+
+
+@pytest.mark.parametrize("dtype,provided", [
+    ("nvfp4", False), ("fp8_ds_mla", False), ("fp8_inc", False),
+    ("bogus", True)])
+def test_cache_dtypes(dtype, provided):
+    key, value, kc, vc, slots = _flash()
+    one = torch.ones(())
+    cls = kvgen.InvalidArgumentError if provided else kv.NotProvidedError
+    with pytest.raises(cls, match=repr(dtype)):
+        kv.reshape_and_cache_flash(key, value, kc, vc, slots, dtype, one, one)
+
+
+def test_mla_fp8_ds_mla_and_skip_scale_are_refused():
+    kv_c, k_pe = torch.randn(3, 512), torch.randn(3, 64)
+    cache = torch.zeros(2, 16, 656, dtype=torch.uint8)
+    slots = torch.tensor([0, 1, 2])
+    one = torch.ones(())
+    with pytest.raises(kv.NotProvidedError, match="'fp8_ds_mla'"):
+        kv.concat_and_cache_mla(kv_c, k_pe, cache, slots, "fp8_ds_mla", one)
+    with pytest.raises(kv.NotProvidedError, match="skip_scale=True"):
+        kv.concat_and_cache_mla(kv_c, k_pe, cache, slots, "fp8", one, True)
+    assert not cache.any()
+
+
+def test_interleaved_v_is_refused():
+    with pytest.raises(kv.NotProvidedError, match="interleaved_v"):
+        kv.reshape_and_cache(None, None, None, None, None, "auto", None, None,
+                             True)
+
+
+def test_reshape_and_cache_vectorized(compiler_path):
+    """vLLM's x-vectorized cache through kvgen's vllm_vectorized kernel:
+    K [nb, H, D / x, bs, x] with x = 16 bytes of the dtype, V [nb, H, D,
+    bs]; -1 pads; rows past slot_mapping are ignored."""
+    heads, dim, bs, blocks = 2, 16, 8, 4
+    x = 16 // 4
+    torch.manual_seed(1)
+    key = torch.randn(6, heads, dim)
+    value = torch.randn(6, heads, dim)
+    kc = torch.zeros(blocks, heads, dim // x, bs, x)
+    vc = torch.zeros(blocks, heads, dim, bs)
+    slots = torch.tensor([3, 9, -1, 31, 16])
+    one = torch.ones(())
+    kv.reshape_and_cache(key, value, kc, vc, slots, "auto", one, one)
+    want_k, want_v = torch.zeros_like(kc), torch.zeros_like(vc)
+    for t, s in enumerate(slots.tolist()):
+        if s < 0:
+            continue
+        b, o = divmod(s, bs)
+        want_k[b, :, :, o, :] = key[t].reshape(heads, dim // x, x)
+        want_v[b, :, :, o] = value[t]
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+
+
+def test_reshape_and_cache_flash_routes_to_kvgen(compiler_path):
+    key, value, kc, vc, slots = _flash()
+    one = torch.ones(())
+    kv.reshape_and_cache_flash(key, value, kc, vc, slots, "auto", one, one)
+    for t, s in enumerate(slots.tolist()):
+        if s >= 0:
+            assert torch.equal(kc[s // 8, s % 8], key[t])
+            assert torch.equal(vc[s // 8, s % 8], value[t])
+    assert int((kc != 0).any(-1).any(-1).sum()) == 4
+
+
+_INSTALL_SCRIPT = r"""
+import sys, torch
+if sys.argv[1] == "vllm-first":
+    # vLLM's extension came first: its ops and kernels (registered here for
+    # every backend, since torch lets Python replace a kernel that C++
+    # registered, as vLLM's are, but not one that Python registered).
+    lib = torch.library.Library("_C_cache_ops", "DEF")
+    lib.define("reshape_and_cache_flash(Tensor key, Tensor value, Tensor! "
+               "key_cache, Tensor! value_cache, Tensor slot_mapping, str "
+               "kv_cache_dtype, Tensor k_scale, Tensor v_scale) -> ()")
+    lib.define("swap_blocks(Tensor src, Tensor! dst, int block_size_in_bytes, "
+               "Tensor block_mapping) -> ()")
+    def vllms(*args):
+        raise RuntimeError("vLLM's kernel ran")
+    lib.impl("reshape_and_cache_flash", vllms, "CompositeExplicitAutograd")
+    lib.impl("swap_blocks", vllms, "CompositeExplicitAutograd")
+import kvgen.vllm as kv
+state = kv.install()
+assert kv.install() == state
+print(state["reshape_and_cache_flash"], state.get("swap_blocks"))
+k = torch.randn(2, 1, 8)
+kc = torch.zeros(2, 4, 1, 8)
+vc = torch.zeros(2, 4, 1, 8)
+one = torch.ones(())
+torch.ops._C_cache_ops.reshape_and_cache_flash(
+    k, k, kc, vc, torch.tensor([5, 0]), "auto", one, one)
+assert torch.equal(kc[1, 1], k[0]) and torch.equal(vc[0, 0], k[1])
+try:
+    torch.ops._C_cache_ops.swap_blocks(kc, vc, 128, torch.zeros(1, 2).long())
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+
+
+@pytest.mark.parametrize("order,want", [
+    ("kvgen-only", ["defined defined", "NotProvidedError kvgen does not "
+                    "provide vLLM's swap_blocks"]),
+    ("vllm-first", ["overridden None", "RuntimeError vLLM's kernel ran"])])
+def test_install(compiler_path, order, want):
+    """Without vLLM every op is defined (kvgen's or a refusal); after vLLM's
+    extension only the ops kvgen provides are replaced."""
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    proc = subprocess.run([sys.executable, "-c", _INSTALL_SCRIPT, order],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == want[0]
+    assert lines[1].startswith(want[1])
+
+
+def test_reshape_and_cache_vectorized_fp8(compiler_path):
+    """fp8 in the x-vectorized cache (x = 16 one-byte elements): the bytes
+    of (x / k_scale) cast to e4m3, as torch casts them."""
+    heads, dim, bs, blocks = 2, 32, 4, 3
+    torch.manual_seed(2)
+    key = torch.randn(3, heads, dim)
+    value = torch.randn(3, heads, dim)
+    kc = torch.zeros(blocks, heads, dim // 16, bs, 16, dtype=torch.uint8)
+    vc = torch.zeros(blocks, heads, dim, bs, dtype=torch.uint8)
+    slots = torch.tensor([5, 0, 11])
+    ks, vs = torch.tensor(0.5), torch.tensor(0.25)
+    kv.reshape_and_cache(key, value, kc, vc, slots, "fp8", ks, vs)
+
+    def fp8(x, s):
+        return (x.float() / s).to(torch.float8_e4m3fn).view(torch.uint8)
+
+    for t, s in enumerate(slots.tolist()):
+        b, o = divmod(s, bs)
+        assert torch.equal(kc[b, :, :, o, :],
+                           fp8(key[t], ks).reshape(heads, dim // 16, 16))
+        assert torch.equal(vc[b, :, :, o], fp8(value[t], vs))
