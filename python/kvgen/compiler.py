@@ -1,7 +1,7 @@
 """kvgen.compile: kernels from a cache description, cached on disk.
 
-The kvgen compiler ($KVGEN_COMPILER, else `kvgen` on PATH) turns a
-description into a bundle; the result is kept under a key of the description,
+The kvgen compiler ($KVGEN_COMPILER, else the wheel's own, else `kvgen` on
+PATH: kvgen/_paths.py) turns a description into a bundle; the result is kept under a key of the description,
 the compiler (its --version and a hash of its binary) and the target, as
 Triton and FlashInfer keep their JIT output. The cache lives in
 $KVGEN_CACHE_DIR, else $XDG_CACHE_HOME/kvgen, else ~/.cache/kvgen:
@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import threading
 
-from . import errors
+from . import _paths, errors
 from .bundle import Bundle
 
 _CACHE_DTYPES = {
@@ -141,14 +141,8 @@ def cache_dir():
 
 
 def find_compiler():
-    """The kvgen compiler's path, or None."""
-    env = os.environ.get("KVGEN_COMPILER")
-    if env:
-        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
-            raise errors.CompilerNotFoundError(
-                "KVGEN_COMPILER=%s is not an executable file" % env)
-        return env
-    return shutil.which("kvgen")
+    """The kvgen compiler's path, or None (the order: kvgen/_paths.py)."""
+    return _paths.compiler()
 
 
 _identities = {}
