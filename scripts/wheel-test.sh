@@ -42,6 +42,8 @@ case $where in
   "$work/venv/"*) echo "wheel-test: kvgen from $where" ;;
   *) echo "wheel-test: kvgen imported from $where, not the venv" >&2; exit 1 ;;
 esac
+# The wheel's `kvgen` command runs the bundled compiler.
+run "$work/venv/bin/kvgen" --version
 if command -v kvgen >/dev/null && [ "$(command -v kvgen)" != "$work/venv/bin/kvgen" ]; then
   echo "wheel-test: note: a kvgen on this PATH ($(command -v kvgen)) is hidden"
 fi
