@@ -1,7 +1,7 @@
 """kvgen.compile: kernels from a cache description, cached on disk.
 
-The kvgen compiler ($KVGEN_COMPILER, else the wheel's own, else `kvgen` on
-PATH: kvgen/_paths.py) turns a description into a bundle; the result is kept under a key of the description,
+The kvgen compiler ($KVGEN_COMPILER, else `kvgen` on PATH) turns a
+description into a bundle; the result is kept under a key of the description,
 the compiler (its --version and a hash of its binary) and the target, as
 Triton and FlashInfer keep their JIT output. The cache lives in
 $KVGEN_CACHE_DIR, else $XDG_CACHE_HOME/kvgen, else ~/.cache/kvgen:
