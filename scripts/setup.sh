@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 
 deps() {
   local packages=(cmake ninja-build g++ python3 python3-pytest python3-numpy
-                  ccache libgtest-dev
+                  python3-venv
+                  ccache libgtest-dev libzstd-dev zlib1g-dev
                   libdlpack-dev nlohmann-json3-dev libmlir-22-dev mlir-22-tools
                   llvm-22-dev llvm-22-tools clang-22 libclang-rt-22-dev)
   local missing=() p
@@ -34,10 +35,14 @@ configure() {
   local dir=$1
   shift
   # ccache when present: a second build of the same sources is nearly free.
+  # The checkout as ccache's base dir makes the paths it hashes relative, so
+  # that two build folders side by side (build/ and the wheel's build-wheel/)
+  # share the objects of one compile.
   local launcher=()
   if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
-              -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+    local cc="env;CCACHE_BASEDIR=$PWD;ccache"
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$cc"
+              -DCMAKE_C_COMPILER_LAUNCHER="$cc")
   fi
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \

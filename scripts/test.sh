@@ -10,7 +10,10 @@
 #      built with AddressSanitizer and UndefinedBehaviorSanitizer in
 #      build-asan/;
 #   3. each libFuzzer harness for KVGEN_FUZZ_SECONDS (default 60) seconds,
-#      where clang-22 is installed.
+#      where clang-22 is installed;
+#   4. the wheel (scripts/wheel-test.sh): built with the compiler linked
+#      statically (build-wheel/, reusing build/'s objects through ccache),
+#      installed into a fresh venv, the Python CPU tests run against it.
 #
 # Arguments go to the first ctest (e.g. -L lit). Each step prints its time.
 set -euo pipefail
@@ -49,3 +52,4 @@ if command -v clang++-22 >/dev/null; then
 else
   echo "test: fuzzers skipped (no clang++-22; scripts/setup.sh deps installs it)"
 fi
+step "wheel" scripts/wheel-test.sh

@@ -3,18 +3,18 @@
 No compiled extension: the package depends on no Python ABI, so one install
 serves every CPython 3.8+ (the build machine's 3.11 and a GPU machine's 3.12).
 
-libkvrt is found, in order, at: $KVGEN_KVRT_LIB (a file); next to the package
-(kvgen/lib/, where a wheel built with one puts it); $KVGEN_BUILD_DIR/lib; the
-build/lib folder of the source tree this package sits in; the dynamic
-loader's search path (an installed kvrt, LD_LIBRARY_PATH).
+libkvrt is found, in order, at: $KVGEN_KVRT_LIB (a file); the wheel's own
+(kvgen/lib/libkvrt.so, and nothing else where the package ships one);
+$KVGEN_BUILD_DIR/lib; the build/lib folder of the source tree this package
+sits in; the dynamic loader's search path (an installed kvrt,
+LD_LIBRARY_PATH). See kvgen/_paths.py.
 """
 
 import ctypes
-import glob
 import os
 import threading
 
-from . import errors
+from . import _paths, errors
 
 c_void_p = ctypes.c_void_p
 c_char_p = ctypes.c_char_p
@@ -29,23 +29,7 @@ SUCCESS = 0
 
 
 def _candidates():
-    env = os.environ.get("KVGEN_KVRT_LIB")
-    if env:
-        yield env
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    dirs = [os.path.join(here, "lib")]
-    build = os.environ.get("KVGEN_BUILD_DIR")
-    if build:
-        dirs.append(os.path.join(build, "lib"))
-    dirs.append(os.path.join(here, os.pardir, os.pardir, "build", "lib"))
-    for d in dirs:
-        for pattern in ("libkvrt.so", "libkvrt.so.*", "libkvrt.dylib"):
-            for path in sorted(glob.glob(os.path.join(d, pattern))):
-                yield path
-    # The loader's own search path: an installed kvrt.
-    for name in ("libkvrt.so", "libkvrt.so.0.1"):
-        yield name
+    return _paths.kvrt_candidates()
 
 
 def _declare(lib):

@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 import threading
 
-from . import errors
+from . import _paths, errors
 from .bundle import Bundle
 
 _CACHE_DTYPES = {
@@ -184,14 +184,8 @@ def _cache_root(cache):
 
 
 def find_compiler():
-    """The kvgen compiler's path, or None."""
-    env = os.environ.get("KVGEN_COMPILER")
-    if env:
-        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
-            raise errors.CompilerNotFoundError(
-                "KVGEN_COMPILER=%s is not an executable file" % env)
-        return env
-    return shutil.which("kvgen")
+    """The kvgen compiler's path, or None (the order: kvgen/_paths.py)."""
+    return _paths.compiler()
 
 
 _identities = {}

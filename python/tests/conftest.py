@@ -22,6 +22,11 @@ def _compiler():
 COMPILER = _compiler()
 if COMPILER:
     os.environ["KVGEN_COMPILER"] = COMPILER
+else:
+    # An installed wheel: its own compiler, found with no variable set.
+    import kvgen
+
+    COMPILER = kvgen.find_compiler()
 os.environ.setdefault("KVGEN_BUILD_DIR", BUILD)
 
 

@@ -54,6 +54,8 @@ def test_second_process_without_compiler_finds_the_entry(compiler_path,
 
 
 def test_changed_description_misses(compiler_path, tmp_path):
+    if kvgen._paths.bundled():
+        pytest.skip("an installed wheel has its own compiler in every process")
     cache = str(tmp_path / "cache")
     _run(RUN_APPEND % 32, cache, compiler_path)
     assert _run(RUN_APPEND % 64, cache, None) == ["miss"]
