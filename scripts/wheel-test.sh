@@ -56,7 +56,7 @@ run env -u KVGEN_CACHE_DIR "$work/venv/bin/python" -m pytest -q \
 # it must not need ptxas (a machine with the driver but no CUDA toolkit).
 gpu=$(run "$work/venv/bin/python" -c '
 import json, kvgen
-path = kvgen.compiler.cache_entry(layout="paged_nhd", block_size=16,
+path = kvgen.compiler.cache_entry(block_size=16,
                                   num_kv_heads=8, head_dim=128, dtype="bf16")
 b = json.load(open(path))
 assert b.get("ptx") and not b.get("cubin_base64"), sorted(b)
@@ -66,7 +66,7 @@ if command -v strace >/dev/null; then
   rm -rf "$work/cache"
   run strace -f -qq -e trace=execve -o "$work/execs" "$work/venv/bin/python" -c '
 import kvgen
-kvgen.compiler.cache_entry(layout="paged_nhd", num_kv_heads=8, head_dim=128,
+kvgen.compiler.cache_entry(num_kv_heads=8, head_dim=128,
                            dtype="bf16")'
   if grep -q ptxas "$work/execs"; then
     echo "wheel-test: compiling the default GPU bundle ran ptxas" >&2

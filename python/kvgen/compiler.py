@@ -92,9 +92,10 @@ def normalize_quant(quant, cache_dtype=None):
 
 # vLLM's [num_blocks, block_size, num_kv_heads, head_dim] caches, token-major
 # (NHD) or head-major (HND) in memory: the layouts the adapters of ops.py
-# produce, and describe's default. Every other layout is kvgen's to know
+# produce, and describe's default; and vLLM's x-vectorized cache (x), which
+# kvgen.vllm's reshape_and_cache writes. Every other layout is kvgen's to know
 # (include/kvgen/ABI/Layouts.def): an unknown name is its diagnostic.
-_VLLM_LAYOUTS = {"NHD": "paged_nhd", "HND": "paged_hnd"}
+_VLLM_LAYOUTS = {"NHD": "paged_nhd", "HND": "paged_hnd", "x": "vllm_vectorized"}
 
 
 def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_dim=128,

@@ -30,6 +30,7 @@ import itertools
 import json
 import os
 import re
+import subprocess
 import sys
 
 from . import compiler, errors
@@ -39,7 +40,6 @@ _SCALES = ("per_tensor", "per_head")
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 # The layouts a description of block_size takes (include/kvgen/ABI/
 # Layouts.def less contiguous, which takes max_seq_len).
-BLOCK_LAYOUTS = ("paged_nhd", "paged_hnd", "vllm_vectorized", "dual_stacked")
 _CHIP = re.compile(r"^sm_[0-9]{2,3}[af]?$")
 _PROG = "python -m kvgen precompile"
 
@@ -54,6 +54,20 @@ def _list(flag, text):
         raise BadInput("%s: %r is not a comma-separated list of values"
                        % (flag, text))
     return items
+
+
+def _check_layout(layout):
+    """A layout the compiler knows, of a paged cache (one with blocks): the
+    layouts are the compiler's vocabulary, so the compiler is asked."""
+    path = compiler.find_compiler()
+    if path is None:
+        return  # the compilations below report the missing compiler
+    out = subprocess.run([path, "--layout=%s" % layout, "--block-size=16",
+                          "--emit=kv"], capture_output=True, text=True)
+    if out.returncode != 0:
+        lines = out.stderr.strip().splitlines() or ["exit %d" % out.returncode]
+        raise BadInput("--layouts: %r: %s" % (layout, lines[0].replace(
+            "kvgen: ", "", 1)))
 
 
 def _positive_ints(flag, text):
@@ -198,9 +212,7 @@ def descriptions(args):
                else [compiler._VLLM_LAYOUTS["NHD"],
                      compiler._VLLM_LAYOUTS["HND"]])
     for layout in layouts:
-        if layout not in BLOCK_LAYOUTS:
-            raise BadInput("--layouts: %r is not one of %s" % (
-                layout, ", ".join(BLOCK_LAYOUTS)))
+        _check_layout(layout)
     quants = []
     for kvd in _list("--kv-cache-dtypes", args.kv_cache_dtypes):
         if kvd != "auto" and kvd not in _FP8:
@@ -237,10 +249,11 @@ def descriptions(args):
             dtypes or ["bf16"])]
     if any(lat for *_, lat in shapes):
         # A latent cache is one NHD head of kv_lora_rank + rope_dim.
-        if args.layouts is not None and layouts != ["paged_nhd"]:
-            raise BadInput("--layouts %s: a latent (MLA) cache is paged_nhd"
-                           % args.layouts)
-        layouts = ["paged_nhd"]
+        nhd = compiler._VLLM_LAYOUTS["NHD"]
+        if args.layouts is not None and layouts != [nhd]:
+            raise BadInput("--layouts %s: a latent (MLA) cache is %s"
+                           % (args.layouts, nhd))
+        layouts = [nhd]
         if "per_head" in scales:
             # concat_and_cache_mla takes one scale.
             raise BadInput("--scales per_head: a latent (MLA) cache takes "
@@ -285,8 +298,9 @@ def main(argv=None):
                    help="K/V dtypes, e.g. bf16,f16,f32 (default: the model's, "
                    "else bf16)")
     p.add_argument("--layouts", default=None,
-                   help="kvgen layout names (default: vLLM's, paged_nhd and "
-                   "paged_hnd; one of %s)" % ", ".join(BLOCK_LAYOUTS))
+                   help="kvgen layout names of paged caches (default: "
+                   "vLLM's, %s and %s)" % (compiler._VLLM_LAYOUTS["NHD"],
+                                           compiler._VLLM_LAYOUTS["HND"]))
     p.add_argument("--mla", default=None,
                    help="MLA latent caches instead: kv_lora_rank+rope_dim "
                    "pairs, e.g. 512+64 (one head)")

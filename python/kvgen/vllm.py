@@ -9,7 +9,7 @@
 
 What kvgen has is routed to it: ``reshape_and_cache_flash`` and
 ``concat_and_cache_mla`` to ``kvgen.ops``, ``reshape_and_cache`` (vLLM's
-x-vectorized cache) to kvgen's ``vllm_vectorized`` kernels. An op or a
+x-vectorized cache) to kvgen's kernels of that layout. An op or a
 format that kvgen does not provide raises ``NotProvidedError`` (a
 ``NotImplementedError``) naming the op and the format, before anything is
 written; nothing falls back to another implementation. docs/VLLM.md lists
@@ -121,6 +121,8 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
                              kv_cache_dtype, scale)
 
 
+# vLLM's x-vectorized cache (reshape_and_cache) is this kvgen layout.
+_X_VECTORIZED = compiler._VLLM_LAYOUTS["x"]
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
            torch.uint8: "u8", torch.float8_e4m3fn: "f8e4m3",
            torch.float8_e5m2: "f8e5m2"}
@@ -146,8 +148,8 @@ def _target(device):
 
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping,
                       kv_cache_dtype, k_scale, v_scale, interleaved_v=False):
-    """vLLM's reshape_and_cache, its x-vectorized cache (kvgen's
-    ``vllm_vectorized`` layout): key_cache [num_blocks, num_heads,
+    """vLLM's reshape_and_cache, its x-vectorized cache (kvgen has the
+    layout): key_cache [num_blocks, num_heads,
     head_size // x, block_size, x] with x = 16 bytes of the cache dtype,
     value_cache [num_blocks, num_heads, head_size, block_size]; slot -1
     pads; rows of key past slot_mapping's length are ignored."""
@@ -208,20 +210,20 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping,
     if bundle is None:
         try:
             bundle = compiler.compile(
-                layout="vllm_vectorized", block_size=bs, num_kv_heads=heads,
+                layout=_X_VECTORIZED, block_size=bs, num_kv_heads=heads,
                 head_dim=head_size, dtype=source, cache_dtype=desc_cache,
                 quant=quant, kernels=("append",), target=target, chip=chip)
         except errors.CompilerError as e:
             raise errors.KernelNotAvailableError(
-                "%s: kvgen could not generate the vllm_vectorized kernel: %s"
-                % (op, e)) from e
-        kernel = bundle.find("append", layout="vllm_vectorized",
+                "%s: kvgen could not generate the %s kernel: %s"
+                % (op, _X_VECTORIZED, e)) from e
+        kernel = bundle.find("append", layout=_X_VECTORIZED,
                              block_size=bs, num_kv_heads=heads,
                              head_dim=head_size, source_dtype=source)
         if kernel is None:
             raise errors.KernelNotAvailableError(
-                "%s: %s has no vllm_vectorized append kernel" % (op,
-                                                                bundle.source))
+                "%s: %s has no %s append kernel" % (op, bundle.source,
+                                                     _X_VECTORIZED))
         with _vectorized_lock:
             _vectorized[memo] = (bundle, kernel)
     if view is not None:

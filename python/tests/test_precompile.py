@@ -131,7 +131,7 @@ BAD_FLAGS = [
     (["--dtypes", "float8_e4m3fn"], "--dtypes: 'float8_e4m3fn'"),
     (["--block-size", "-16"], "--block-size: '-16'"),
     (["--block-size", "16.0"], "--block-size: '16.0'"),
-    (["--layouts", "foo"], "--layouts: 'foo' is not one of"),
+    (["--layouts", "foo"], "--layouts: 'foo': --layout=foo: expected one of"),
     (["--layouts", "contiguous"], "--layouts: 'contiguous'"),
     (["--kv-cache-dtypes", "int4"], "--kv-cache-dtypes: 'int4'"),
     (["--target", "tpu"], "--target: 'tpu' is not gpu or host"),
@@ -255,13 +255,18 @@ def test_refusal_of_a_quantized_description_is_a_failure(tmp_path):
     assert "FAILED" in out.stderr and "CompilerError" in out.stderr
 
 
-def test_block_layouts_are_kvgens(compiler_path):
-    # The layouts precompile accepts are Layouts.def's, less contiguous.
-    root = os.path.dirname(PYTHON_DIR)
-    path = os.path.join(root, "include", "kvgen", "ABI", "Layouts.def")
-    if not os.path.exists(path):
-        pytest.skip("not in a source tree")
-    import re
-    names = re.findall(r'^KVGEN_ABI_LAYOUT\(\w+, "(\w+)"', open(path).read(),
-                       re.M)
-    assert set(precompile.BLOCK_LAYOUTS) == set(names) - {"contiguous"}
+def test_layouts_are_the_compilers(compiler_path):
+    # Every paged layout of the compiler's vocabulary is accepted; the
+    # compiler's refusal names one that is not.
+    out = subprocess.run([compiler_path, "--layout=?", "--emit=kv"],
+                         capture_output=True, text=True)
+    names = out.stderr.split("expected one of", 1)[1].strip().split(", ")
+    assert len(names) >= 5, out.stderr
+    for name in names:
+        if name == "contiguous":
+            with pytest.raises(precompile.BadInput, match="max-seq-len"):
+                precompile._check_layout(name)
+        else:
+            precompile._check_layout(name)
+
+
