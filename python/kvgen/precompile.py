@@ -64,10 +64,12 @@ def _check_layout(layout):
         return  # the compilations below report the missing compiler
     out = subprocess.run([path, "--layout=%s" % layout, "--block-size=16",
                           "--emit=kv"], capture_output=True, text=True)
-    if out.returncode != 0:
-        lines = out.stderr.strip().splitlines() or ["exit %d" % out.returncode]
-        raise BadInput("--layouts: %r: %s" % (layout, lines[0].replace(
-            "kvgen: ", "", 1)))
+    # Only the compiler's refusal of the flag is a bad flag; anything else
+    # (a crash, another refusal) is left to the compilations to report.
+    for line in out.stderr.splitlines():
+        if out.returncode == 1 and line.startswith(
+                ("kvgen: --layout=", "kvgen: --block-size is for")):
+            raise BadInput("--layouts: %r: %s" % (layout, line[7:]))
 
 
 def _positive_ints(flag, text):
