@@ -13,7 +13,10 @@
 #      where clang-22 is installed;
 #   4. the wheel (scripts/wheel-test.sh): built with the compiler linked
 #      statically (build-wheel/, reusing build/'s objects through ccache),
-#      installed into a fresh venv, the Python CPU tests run against it.
+#      installed into a fresh venv, the Python CPU tests run against it;
+#   5. vLLM 0.34.0's cache test file through kvgen.vllm on the host kernels
+#      (scripts/vllm-tests.sh; it installs PyPI's torch into build/vllm-venv
+#      when no python3 has it).
 #
 # Arguments go to the first ctest (e.g. -L lit). Each step prints its time.
 set -euo pipefail
@@ -53,3 +56,8 @@ else
   echo "test: fuzzers skipped (no clang++-22; scripts/setup.sh deps installs it)"
 fi
 step "wheel" scripts/wheel-test.sh
+# vLLM 0.34.0's own cache test, unchanged, through kvgen.vllm on the host
+# kernels (docs/VLLM.md): every op, format, layout and dtype kvgen provides,
+# without the num_blocks=10000 twins and the 256-wide heads, which repeat the
+# same kernels on larger caches and would double this step on 2 cores.
+step "vllm cache test" scripts/vllm-tests.sh -k "not 10000 and not -256-"

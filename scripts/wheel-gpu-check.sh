@@ -4,8 +4,8 @@
 #   scripts/build-wheel.sh dist              # on the build machine
 #   scripts/wheel-gpu-check.sh dist/kvgen-*.whl   # on the GPU machine
 #
-# Installs the wheel into a fresh venv that sees the system's packages (for
-# PyTorch; KVGEN_PYTHON names another interpreter), then, with no KVGEN_*
+# Installs the wheel into a fresh folder on the interpreter's path (which
+# has PyTorch; KVGEN_PYTHON names another interpreter), then, with no KVGEN_*
 # variable, no CUDA_HOME and no kvgen build: JIT-compiles a GPU bundle with
 # the wheel's own compiler (PTX, loaded by the driver: no ptxas), appends
 # through it, and runs the package's GPU tests (python/tests/test_gpu.py,
@@ -13,19 +13,22 @@
 set -euo pipefail
 wheel=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 cd "$(dirname "$0")/.."
-py=${KVGEN_PYTHON:-python3}
+py=$(command -v "${KVGEN_PYTHON:-python3}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$py" -m venv --system-site-packages "$work/venv"
-"$work/venv/bin/pip" install -q --no-deps --disable-pip-version-check "$wheel"
+# Installed into a folder of its own on the interpreter's path, not a venv:
+# a venv made from an interpreter that is itself a venv's would not see the
+# packages (PyTorch) installed there.
+"$py" -m pip install -q --no-deps --disable-pip-version-check \
+  --target "$work/site" "$wheel"
 cp -r python/tests "$work/tests"
 run() {
   (cd "$work" && env -u KVGEN_COMPILER -u KVGEN_KVRT_LIB -u KVGEN_BUILD_DIR \
     -u KVGEN_CACHE_DIR -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT \
-    PATH=/usr/bin:/bin "$@")
+    PATH=/usr/bin:/bin PYTHONPATH="$work/site" "$@")
 }
 echo "wheel-gpu-check: ptxas on PATH: $(run sh -c 'command -v ptxas || echo none')"
-run "$work/venv/bin/python" - <<'PY'
+run "$py" - <<'PY'
 import torch, kvgen, kvgen._paths as paths
 assert paths.bundled(), kvgen.__file__
 print("compiler:", kvgen.find_compiler())
@@ -43,4 +46,4 @@ for t, s in ((0, 0), (1, 17), (3, 63), (4, 1000)):
 assert int((fk != 0).any(-1).any(-1).sum()) == 4
 print("wheel-gpu-check: JIT GPU append through the wheel: every byte right")
 PY
-run "$work/venv/bin/python" -m pytest -q -p no:cacheprovider tests/test_gpu.py
+run "$py" -m pytest -q -p no:cacheprovider tests/test_gpu.py

@@ -48,7 +48,8 @@ done = threading.Barrier(threads + 1)
 def launch(i):
     bundle, caches, failed = state["bundle"], state["caches"], state["failed"]
     try:
-        bundle.append(keys[i], keys[i], slots, caches[i], caches[i].copy())
+        bundle.append(keys[i], keys[i], slots, caches[i],
+                      caches[i].clone() if gpu else caches[i].copy())
     except Exception as e:
         failed.append("%s: %s" % (type(e).__name__, e))
         return

@@ -45,7 +45,7 @@ def test_every_op_kvgen_lacks_refuses_by_name(name):
     assert info.value.op == name
 
 
-def test_per_head_fp8_scales_store_each_head_by_its_scale():
+def test_per_head_fp8_scales_store_each_head_by_its_scale(compiler_path):
     key, value, kc, vc, slots = _flash(cache_dtype=torch.uint8)
     k_scale = torch.tensor([0.5, 2.0])
     v_scale = torch.tensor([4.0, 0.25])
