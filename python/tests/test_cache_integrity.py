@@ -17,6 +17,7 @@ import textwrap
 import pytest
 
 import kvgen
+from kvgen import _disk_cache
 from kvgen import compiler as kc
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -321,7 +322,7 @@ def test_package_writes_on_a_full_disk_are_cache_errors(compiler_path,
     def full(path, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
-    monkeypatch.setattr(kc, "_write_file", full)
+    monkeypatch.setattr(_disk_cache, "_write_file", full)
     with pytest.raises(kvgen.CacheError, match="No space left on device") as e:
         kvgen.compile(target="host", cache=tmp_path / "c", **FIELDS)
     assert e.value.errno == errno.ENOSPC and str(tmp_path) in str(e.value)
@@ -358,7 +359,7 @@ def test_cache_dir_that_cannot_be_written(compiler_path, tmp_path,
     def refuse(*a, **kw):
         raise OSError(code, os.strerror(code), str(tmp_path / "ro"))
 
-    monkeypatch.setattr(kc.tempfile, "mkdtemp", refuse)
+    monkeypatch.setattr(_disk_cache.tempfile, "mkdtemp", refuse)
     with pytest.raises(kvgen.CacheError, match=os.strerror(code)) as e:
         kvgen.compile(target="host", cache=tmp_path / "ro", **FIELDS)
     assert str(tmp_path / "ro") in str(e.value)
