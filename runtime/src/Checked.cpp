@@ -61,6 +61,23 @@ private:
 };
 } // namespace
 
+/// Claims `slot` for token `t` (request `r`, `position`) of a launch whose
+/// slots come from a table, refusing a slot an earlier token already took.
+static Status claimTableSlot(SlotOwners &owners, int64_t slot, int64_t t,
+                             int64_t r, int64_t position) {
+  int64_t earlier = owners.claim(slot, t);
+  if (earlier < 0)
+    return Status();
+  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                    "token %lld (request %lld, position %lld) writes "
+                    "slot %lld, also used by token %lld; two tokens of "
+                    "one launch must not share a slot (checked mode)",
+                    static_cast<long long>(t), static_cast<long long>(r),
+                    static_cast<long long>(position),
+                    static_cast<long long>(slot),
+                    static_cast<long long>(earlier));
+}
+
 static Status checkSlotMapping(const LaunchPlan &plan, const ReadBytes &read) {
   HostIndex slots;
   KVRT_RETURN_IF_ERROR(slots.read(plan.buffers[plan.slotMapping], read));
@@ -162,16 +179,7 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
             static_cast<long long>(block), static_cast<long long>(t),
             static_cast<long long>(plan.numBlocks));
       int64_t slot = block * plan.blockSize + position % plan.blockSize;
-      int64_t earlier = owners.claim(slot, t);
-      if (earlier >= 0)
-        return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                          "token %lld (request %lld, position %lld) writes "
-                          "slot %lld, also used by token %lld; two tokens of "
-                          "one launch must not share a slot (checked mode)",
-                          static_cast<long long>(t), static_cast<long long>(r),
-                          static_cast<long long>(position),
-                          static_cast<long long>(slot),
-                          static_cast<long long>(earlier));
+      KVRT_RETURN_IF_ERROR(claimTableSlot(owners, slot, t, r, position));
     }
   }
   return Status();
@@ -229,15 +237,7 @@ static Status checkPageTable(const LaunchPlan &plan, const ReadBytes &read) {
                         static_cast<long long>(b), static_cast<long long>(p),
                         static_cast<long long>(plan.numBlocks));
     int64_t slot = page * plan.blockSize + p % plan.blockSize;
-    int64_t earlier = owners.claim(slot, i);
-    if (earlier >= 0)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "token %lld (request %lld, position %lld) writes "
-                        "slot %lld, also used by token %lld; two tokens of "
-                        "one launch must not share a slot (checked mode)",
-                        static_cast<long long>(i), static_cast<long long>(b),
-                        static_cast<long long>(p), static_cast<long long>(slot),
-                        static_cast<long long>(earlier));
+    KVRT_RETURN_IF_ERROR(claimTableSlot(owners, slot, i, b, p));
   }
   return Status();
 }
