@@ -123,7 +123,6 @@ void GeneratedAppend::prepare(int64_t tokens,
     a.key_cache = &keyCache;
     a.value_cache = geometry.dual || kOnly ? nullptr : &valueCache;
     a.variant = variant;
-#if KVBENCH_KVRT_HAS_QUANT
     if (staticScales) {
       a.key_scale = &keyScales[i];
       a.value_scale = kOnly ? nullptr : &valueScales[i];
@@ -131,24 +130,16 @@ void GeneratedAppend::prepare(int64_t tokens,
       a.key_scale_cache = &keyScaleCache;
       a.value_scale_cache = kOnly ? nullptr : &valueScaleCache;
     }
-#endif
   }
 }
 
 } // namespace
 
-std::unique_ptr<Launchable>
-makeGeneratedAppend(kvrt_bundle *bundle, const std::string &kvrtName,
-                    const std::string &variant, const CacheGeometry &g,
-                    const DeviceState &state, std::string *why) {
-#if !KVBENCH_KVRT_HAS_QUANT
-  if (g.desc.quant) {
-    *why = "this kvrt's kvrt_append_args has no scale tensors (it predates "
-           "the quantized ABI): rebuild kvbench against a kvrt that has them";
-    return nullptr;
-  }
-#endif
-  (void)why;
+std::unique_ptr<Launchable> makeGeneratedAppend(kvrt_bundle *bundle,
+                                                const std::string &kvrtName,
+                                                const std::string &variant,
+                                                const CacheGeometry &g,
+                                                const DeviceState &state) {
   const kvrt_variant v = variant == "scalar"   ? KVRT_VARIANT_SCALAR
                          : variant == "wide"   ? KVRT_VARIANT_WIDE
                          : variant == "vector" ? KVRT_VARIANT_VECTOR

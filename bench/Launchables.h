@@ -102,12 +102,12 @@ private:
 
 /// The generated kernel `kvrtName` of `bundle`, launched through
 /// kvrt_append exactly as an application would: DLPack tensors in, a
-/// stream, nothing else. Null (with `*why`) if this kvbench's kvrt cannot
-/// launch the description (e.g. a kvrt without scale arguments).
-std::unique_ptr<Launchable>
-makeGeneratedAppend(kvrt_bundle *bundle, const std::string &kvrtName,
-                    const std::string &variant, const CacheGeometry &g,
-                    const DeviceState &state, std::string *why);
+/// stream, nothing else.
+std::unique_ptr<Launchable> makeGeneratedAppend(kvrt_bundle *bundle,
+                                                const std::string &kvrtName,
+                                                const std::string &variant,
+                                                const CacheGeometry &g,
+                                                const DeviceState &state);
 
 } // namespace kvbench
 

@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <vector>
 
 namespace kvbench {
@@ -24,34 +23,8 @@ Enum parseOrDie(bool (*parse)(std::string_view, Enum *), const json &entry,
   return out;
 }
 
-#if !KVBENCH_KVRT_HAS_MANIFEST
-/// This kvrt cannot hand out a manifest entry: read entry `index` of the
-/// bundle file, the entry kvrt itself loaded (its name must agree).
-json manifestFromFile(const std::string &bundlePath, size_t index,
-                      const std::string &name) {
-  std::ifstream in(bundlePath);
-  if (!in)
-    fatal("cannot read the bundle " + bundlePath);
-  json bundle;
-  try {
-    bundle = json::parse(in);
-  } catch (const json::exception &e) {
-    fatal("the bundle " + bundlePath + " is not JSON: " + e.what());
-  }
-  if (!bundle.contains("kernels") || !bundle["kernels"].is_array() ||
-      index >= bundle["kernels"].size() ||
-      bundle["kernels"][index].value("name", "") != name)
-    fatal("the bundle " + bundlePath + " does not list kernel '" + name +
-          "' where kvrt found it");
-  return bundle["kernels"][index];
-}
-#endif
-
-/// Kernel `index`'s manifest entry.
-json manifestEntry(const kvrt_bundle *bundle, const std::string &bundlePath,
-                   size_t index) {
-#if KVBENCH_KVRT_HAS_MANIFEST
-  (void)bundlePath;
+/// Kernel `index`'s manifest entry, as kvrt read it from the bundle.
+json manifestEntry(const kvrt_bundle *bundle, size_t index) {
   const char *text = kvrt_bundle_kernel_manifest(bundle, index);
   if (!text)
     fatal(format("kvrt has no manifest entry for kernel %zu: %s", index,
@@ -61,10 +34,6 @@ json manifestEntry(const kvrt_bundle *bundle, const std::string &bundlePath,
   } catch (const json::exception &e) {
     fatal(std::string("kvrt's manifest entry is not JSON: ") + e.what());
   }
-#else
-  return manifestFromFile(bundlePath, index,
-                          kvrt_bundle_kernel_name(bundle, index));
-#endif
 }
 
 bool isAppend(const std::string &kindName) {
@@ -179,7 +148,7 @@ KernelChoice pickKernel(kvrt_bundle *bundle, const std::string &bundlePath,
                   kvrt_bundle_kernel_variant(bundle, match), variant, &choice,
                   &error))
     fatal(error);
-  choice.manifest = manifestEntry(bundle, bundlePath, match);
+  choice.manifest = manifestEntry(bundle, match);
   return choice;
 }
 

@@ -7,11 +7,10 @@
 # names are read from Layouts.def. Allowed: the vocabulary, the tests, the
 # docs, data (the .mlir descriptions, a `!kv.cache<layout = ...>` written
 # anywhere, bench/targets.json, the fuzz dictionaries and corpora), one
-# constant per adapter of an external layout (_VLLM_LAYOUTS, PEER_LAYOUT)
-# and gpu-launch-check.sh's one measured kernel choice. A name that is also
-# an English word (contiguous) counts where it is a name: quoted, after
-# `layout =` or `--layout=`, or inside an identifier. Prints each offending
-# line and exits 1; needs a git checkout.
+# constant per adapter of an external layout (_VLLM_LAYOUTS, PEER_LAYOUT).
+# A name that is also an English word (contiguous) counts where it is a
+# name: quoted, after `layout =` or `--layout=`, or inside an identifier.
+# Prints each offending line and exits 1; needs a git checkout.
 set -uo pipefail
 cd "${1:-$(dirname "$0")/..}" || exit 2
 git rev-parse --is-inside-work-tree > /dev/null 2>&1 || {
@@ -31,7 +30,7 @@ done
 hits=$(git grep -n -E "${patterns[@]}" -- . \
   ':!include/kvgen/ABI/Layouts.def' ':!docs' ':!*.md' ':!test' ':!*/test/*' \
   ':!python/tests' ':!*.mlir' ':!fuzz' ':!bench/targets.json' |
-  grep -v -E 'kv\.cache<layout = |^[^:]*:[0-9]+:(_VLLM_LAYOUTS|PEER_LAYOUT) = |^scripts/gpu-launch-check\.sh:[0-9]+:eager_kernel=')
+  grep -v -E 'kv\.cache<layout = |^[^:]*:[0-9]+:(_VLLM_LAYOUTS|PEER_LAYOUT) = ')
 if [ -n "$hits" ]; then
   echo "check-layout-names.sh: code names a layout; ask its traits (abi::layoutInfo) instead:"
   echo "$hits"

@@ -20,7 +20,7 @@ done
 cp "$build"/bin/*.bundle.json "$dst/bin/" 2>/dev/null || true
 cp -P "$build"/lib/libkvrt.so* "$dst/lib/"
 cp "$build"/bench/*.bundle.json "$dst/bench/" 2>/dev/null || true
-cp "$build"/runtime/test/gpu/reference*.bundle.json "$dst/bin/" 2>/dev/null || true
+cp "$build"/test/gpu/kvrt/reference*.bundle.json "$dst/bin/" 2>/dev/null || true
 # The Python package's GPU tests find their kernels in a cache filled here:
 # the CUDA machine has no compiler. precompile's layouts default to vLLM's
 # two (NHD and HND).

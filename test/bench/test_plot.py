@@ -11,7 +11,8 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PLOT = os.path.join(HERE, os.pardir, "plot.py")
+BENCH = os.path.join(HERE, os.pardir, os.pardir, "bench")
+PLOT = os.path.join(BENCH, "plot.py")
 
 
 def doc(tag, decode_us, prefill_us):
@@ -28,7 +29,7 @@ def doc(tag, decode_us, prefill_us):
 
 class Judged(unittest.TestCase):
     def test_targets_and_peers_from_the_json(self):
-        sys.path.insert(0, os.path.join(HERE, os.pardir))
+        sys.path.insert(0, BENCH)
         import plot
         doc = {"targets": [
             {"target": "decode 1: graph_us", "limit": 1.1},

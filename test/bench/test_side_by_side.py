@@ -16,8 +16,12 @@ import types
 import unittest
 from unittest import mock
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                os.pardir))
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                     os.pardir, "bench")
+# A script that is not there is a failure, not a skip.
+if not os.path.isfile(os.path.join(BENCH, "side_by_side.py")):
+    sys.exit("no side_by_side.py in %s" % BENCH)
+sys.path.insert(0, BENCH)
 try:
     import side_by_side as sbs
 except Exception as e:  # an interpreter too old for the script
