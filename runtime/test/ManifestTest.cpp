@@ -98,6 +98,19 @@ TEST(Manifest, CubinAndSlotMappingWithoutVariant) {
   kvrt_bundle_destroy(raw);
 }
 
+TEST(Manifest, SourceDtypeOnAGatherIsRefused) {
+  CacheConfig config;
+  config.gather = true;
+  json bundle = standardBundle(config);
+  ASSERT_EQ(bundle["kernels"][5]["name"], "kv_gather");
+  bundle["kernels"][5]["source_dtype"] = "bf16";
+  kvrt_bundle *raw = nullptr;
+  EXPECT_EQ(load(bundle, &raw), KVRT_ERROR_INVALID_BUNDLE);
+  EXPECT_THAT(kvrt_last_error(),
+              HasSubstr("kernels[5] ('kv_gather').source_dtype is set, but a "
+                        "gather has output_dtype"));
+}
+
 TEST(Manifest, EmbeddedHeaderWithTerminatingNul) {
   std::string text = standardBundle().dump();
   kvrt_bundle *raw = nullptr;
