@@ -163,7 +163,7 @@ public:
   const json &value() const { return *object; }
 
 private:
-  // Pointers, not references, so that a reader can be reassigned.
+  // A pointer, not a reference, so that a reader can be reassigned.
   const json *object;
   std::string path;
   schema::Object kind;
