@@ -3,12 +3,14 @@
 // Writes the kvgen-bundle JSON of docs/KERNEL-ABI.md from the kernel plans:
 // per kernel its kind, variant, cache, dtypes, vector width, launch geometry
 // and parameter names (from the ABI's table, the walk kvrt packs from), then
-// the target and the code. kvrt's Manifest.cpp is the reader.
+// the target and the code. Every key is spelled through the schema
+// (include/kvgen/ABI/Bundle.def) that kvrt's reader checks against.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kvgen/Pipeline/Bundle.h"
 #include "kvgen/ABI/ABI.h"
+#include "kvgen/ABI/BundleSchema.h"
 
 #include "llvm/Support/Base64.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -17,36 +19,38 @@
 
 using namespace mlir;
 using namespace kvgen;
+namespace key = kvgen::abi::bundle::key;
 
 static llvm::json::Object quantToJSON(kv::QuantAttr quant) {
   return llvm::json::Object{
-      {"kind", kv::stringifyQuantKind(quant.getKind()).str()},
-      {"granularity",
+      {key::quant::kind, kv::stringifyQuantKind(quant.getKind()).str()},
+      {key::quant::granularity,
        kv::stringifyScaleGranularity(quant.getGranularity()).str()},
-      {"mode", kv::stringifyScaleMode(quant.getMode()).str()},
-      {"reciprocal", quant.getReciprocal()}};
+      {key::quant::mode, kv::stringifyScaleMode(quant.getMode()).str()},
+      {key::quant::reciprocal, quant.getReciprocal()}};
 }
 
 static llvm::json::Object cacheToJSON(kv::CacheType cache) {
   llvm::json::Object o;
-  o["layout"] = kv::stringifyLayoutKind(cache.getLayout()).str();
+  o[key::cache::layout] = kv::stringifyLayoutKind(cache.getLayout()).str();
   if (cache.isPaged())
-    o["block_size"] = cache.getBlockSize();
+    o[key::cache::block_size] = cache.getBlockSize();
   else
-    o["max_seq_len"] = cache.getMaxSeqLen();
-  o["num_kv_heads"] = cache.getNumKvHeads();
-  o["head_dim"] = cache.getHeadDim();
-  o["dtype"] = kv::getDTypeName(cache.getDtype());
+    o[key::cache::max_seq_len] = cache.getMaxSeqLen();
+  o[key::cache::num_kv_heads] = cache.getNumKvHeads();
+  o[key::cache::head_dim] = cache.getHeadDim();
+  o[key::cache::dtype] = kv::getDTypeName(cache.getDtype());
   if (cache.getLayoutInfo().hasX())
-    o["x"] = cache.getX();
+    o[key::cache::x] = cache.getX();
   if (kv::QuantAttr quant = cache.getQuant())
-    o["quant"] = quantToJSON(quant);
+    o[key::cache::quant] = quantToJSON(quant);
   // Written only where they hold, so that a K/V cache's entry is unchanged.
   if (cache.getKOnly())
-    o["k_only"] = true;
+    o[key::cache::k_only] = true;
   if (kv::LatentAttr latent = cache.getLatent())
-    o["latent"] = llvm::json::Object{{"kv_lora_rank", latent.getKvLoraRank()},
-                                     {"rope_dim", latent.getRopeDim()}};
+    o[key::cache::latent] =
+        llvm::json::Object{{key::latent::kv_lora_rank, latent.getKvLoraRank()},
+                           {key::latent::rope_dim, latent.getRopeDim()}};
   return o;
 }
 
@@ -68,47 +72,48 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
   llvm::json::Array kernels;
   for (const KernelPlan &plan : plans) {
     llvm::json::Object k;
-    k["name"] = plan.name;
-    k["kind"] = abi::kindName(plan.kind);
-    k["variant"] = abi::variantName(plan.variant);
+    k[key::kernel::name] = plan.name;
+    k[key::kernel::kind] = abi::kindName(plan.kind);
+    k[key::kernel::variant] = abi::variantName(plan.variant);
     if (plan.variant == KernelVariant::Wide) {
-      k["min_tokens"] = plan.minTokens;
+      k[key::kernel::min_tokens] = plan.minTokens;
       if (plan.maxTokens > 0)
-        k["max_tokens"] = plan.maxTokens;
+        k[key::kernel::max_tokens] = plan.maxTokens;
     }
-    k["description"] = describe(plan);
-    k["cache"] = cacheToJSON(plan.cache);
+    k[key::kernel::description] = describe(plan);
+    k[key::kernel::cache] = cacheToJSON(plan.cache);
     if (plan.kind == KernelKind::Gather)
-      k["output_dtype"] = kv::getDTypeName(plan.sourceType);
+      k[key::kernel::output_dtype] = kv::getDTypeName(plan.sourceType);
     else if (plan.sourceType)
-      k["source_dtype"] = kv::getDTypeName(plan.sourceType);
-    k["alignment"] = plan.alignment;
-    k["vector_elems"] = plan.vectorElems;
-    k["vector_bytes"] = plan.vectorBytes;
-    k["launch"] = llvm::json::Object{{"threads_x", plan.threadsX},
-                                     {"tokens_per_block", plan.tokensPerBlock},
-                                     {"chunks_per_token", plan.chunksPerToken}};
+      k[key::kernel::source_dtype] = kv::getDTypeName(plan.sourceType);
+    k[key::kernel::alignment] = plan.alignment;
+    k[key::kernel::vector_elems] = plan.vectorElems;
+    k[key::kernel::vector_bytes] = plan.vectorBytes;
+    k[key::kernel::launch] = llvm::json::Object{
+        {key::launch::threads_x, plan.threadsX},
+        {key::launch::tokens_per_block, plan.tokensPerBlock},
+        {key::launch::chunks_per_token, plan.chunksPerToken}};
     // The names come from the ABI's table, the same walk kvrt packs from.
     llvm::json::Array params;
     for (abi::Param param : plan.getParams())
       params.push_back(abi::paramName(param));
-    k["params"] = std::move(params);
+    k[key::kernel::params] = std::move(params);
     // Optional: a kvrt that predates it launches the kernel plainly, and
     // then its griddepcontrol.wait returns at once.
     if (opts.programmaticLaunch)
-      k["programmatic_launch"] = true;
+      k[key::kernel::programmatic_launch] = true;
     kernels.push_back(std::move(k));
   }
   llvm::json::Object root;
-  root["format"] = "kvgen-bundle";
-  root["version"] = abi::kBundleVersion;
-  root["target"] =
-      llvm::json::Object{{"chip", opts.chip}, {"features", opts.features}};
+  root[key::root::format] = "kvgen-bundle";
+  root[key::root::version] = abi::kBundleVersion;
+  root[key::root::target] = llvm::json::Object{
+      {key::target::chip, opts.chip}, {key::target::features, opts.features}};
   if (!ptx.empty())
-    root["ptx"] = ptx.str();
+    root[key::root::ptx] = ptx.str();
   if (cubin)
-    root["cubin_base64"] = llvm::encodeBase64(*cubin);
-  root["kernels"] = std::move(kernels);
+    root[key::root::cubin_base64] = llvm::encodeBase64(*cubin);
+  root[key::root::kernels] = std::move(kernels);
   std::string out;
   llvm::raw_string_ostream os(out);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";

@@ -1,8 +1,10 @@
 //===- FieldReader.h - read and check the manifest's JSON fields ----------===//
 //
-// Every manifest error names the field by its path ("kernels[2].cache.
-// block_size") and never echoes a JSON value recursively: a string is quoted
-// (escaped, bounded), anything else is named by its type.
+// Every object of the manifest is checked against the bundle schema
+// (include/kvgen/ABI/Bundle.def) before it is read. Every error names the
+// field by its path ("kernels[2].cache.block_size") and never echoes a JSON
+// value recursively: a string is quoted (escaped, bounded), anything else is
+// named by its type.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +12,8 @@
 #define KVRT_SRC_FIELDREADER_H
 
 #include "Status.h"
+
+#include "kvgen/ABI/BundleSchema.h"
 
 #include <nlohmann/json.hpp>
 
@@ -49,12 +53,16 @@ inline std::string describeValue(const json &value) {
   return formatString("a JSON %s", value.type_name());
 }
 
-/// Reads fields of one JSON object; every error names the field by its path
-/// in the manifest ("kernels[2].cache.block_size").
+namespace schema = ::kvgen::abi::bundle;
+namespace key = schema::key;
+
+/// Reads one JSON object of the manifest, checked against its schema
+/// (include/kvgen/ABI/Bundle.def); every error names the field by its path in
+/// the manifest ("kernels[2].cache.block_size").
 class FieldReader {
 public:
-  FieldReader(const json &object, std::string path)
-      : object(&object), path(std::move(path)) {}
+  FieldReader(const json &object, std::string path, schema::Object kind)
+      : object(&object), path(std::move(path)), kind(kind) {}
 
   std::string field(const char *key) const {
     return path.empty() ? std::string(key) : path + "." + key;
@@ -62,69 +70,84 @@ public:
 
   bool has(const char *key) const { return object->contains(key); }
 
-  Status getString(const char *key, std::string *out,
-                   bool required = true) const {
-    auto it = object->find(key);
-    if (it == object->end()) {
-      if (!required)
-        return Status();
-      return missing(key);
+  /// The object against its schema: every Required key present, every key
+  /// of its JSON type (a Positive one above 0), and no key the schema lacks,
+  /// which a reader that skipped it would silently misread.
+  Status check() const {
+    for (const schema::Field &f : schema::fieldsOf(kind))
+      KVRT_RETURN_IF_ERROR(checkField(f));
+    for (auto it = object->begin(); it != object->end(); ++it)
+      if (!schema::findField(kind, it.key()))
+        return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                          "bundle: %s has the key %s, which the bundle "
+                          "format does not have (include/kvgen/ABI/"
+                          "Bundle.def)",
+                          path.empty() ? "the manifest" : path.c_str(),
+                          quote(it.key()).c_str());
+    return Status();
+  }
+
+  /// One key against its schema entry (check() does them all).
+  Status checkField(const schema::Field &f) const {
+    auto it = object->find(f.key);
+    if (it == object->end())
+      return f.presence == schema::Presence::Required ? missing(f.key)
+                                                      : Status();
+    switch (f.type) {
+    case schema::Type::String:
+      return it->is_string() ? Status() : wrongType(f.key, "a string");
+    case schema::Type::Integer:
+    case schema::Type::Positive:
+      if (!it->is_number_integer())
+        return wrongType(f.key, "an integer");
+      if (it->is_number_unsigned() &&
+          it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                          "bundle: %s is out of range", field(f.key).c_str());
+      if (f.type == schema::Type::Positive && it->get<int64_t>() <= 0)
+        return KVRT_ERROR(
+            KVRT_ERROR_INVALID_BUNDLE, "bundle: %s must be positive, got %lld",
+            field(f.key).c_str(), static_cast<long long>(it->get<int64_t>()));
+      return Status();
+    case schema::Type::Boolean:
+      return it->is_boolean() ? Status() : wrongType(f.key, "true or false");
+    case schema::Type::Object:
+      return it->is_object() ? Status() : wrongType(f.key, "an object");
+    case schema::Type::Array:
+      // Its reader checks it, with a message about its elements.
+      return Status();
     }
-    if (!it->is_string())
-      return wrongType(key, "a string");
-    *out = it->get<std::string>();
     return Status();
   }
 
-  Status getInt(const char *key, int64_t *out, bool required = true) const {
+  /// The values of a checked object; absent keys read as empty, 0, false.
+  std::string getString(const char *key) const {
     auto it = object->find(key);
-    if (it == object->end()) {
-      if (!required)
-        return Status();
-      return missing(key);
-    }
-    if (!it->is_number_integer())
-      return wrongType(key, "an integer");
-    if (it->is_number_unsigned() &&
-        it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: %s is out of range",
-                        field(key).c_str());
-    *out = it->get<int64_t>();
-    return Status();
+    return it == object->end() ? std::string() : it->get<std::string>();
   }
-
-  Status getPositive(const char *key, int64_t *out,
-                     bool required = true) const {
-    bool present = has(key);
-    KVRT_RETURN_IF_ERROR(getInt(key, out, required));
-    if (present && *out <= 0)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s must be positive, got %lld",
-                        field(key).c_str(), static_cast<long long>(*out));
-    return Status();
-  }
-
-  Status getBool(const char *key, bool *out, bool required = true) const {
+  int64_t getInt(const char *key) const {
     auto it = object->find(key);
-    if (it == object->end()) {
-      if (!required)
-        return Status();
-      return missing(key);
-    }
-    if (!it->is_boolean())
-      return wrongType(key, "true or false");
-    *out = it->get<bool>();
-    return Status();
+    return it == object->end() ? 0 : it->get<int64_t>();
+  }
+  bool getBool(const char *key) const {
+    auto it = object->find(key);
+    return it != object->end() && it->get<bool>();
   }
 
-  Status getObject(const char *key, const json **out) const {
+  /// The checked object under `key` (an Object field), or an error if it is
+  /// missing.
+  Status getObject(const char *key, FieldReader *out) const {
     auto it = object->find(key);
     if (it == object->end())
       return missing(key);
-    if (!it->is_object())
-      return wrongType(key, "an object");
-    *out = &*it;
-    return Status();
+    *out = FieldReader(*it, field(key),
+                       schema::objectOf(*schema::findField(kind, key)));
+    return out->check();
+  }
+
+  /// A Conditional key that the rule at hand requires.
+  Status require(const char *key) const {
+    return has(key) ? Status() : missing(key);
   }
 
   Status missing(const char *key) const {
@@ -137,10 +160,13 @@ public:
                       field(key).c_str(), what);
   }
 
+  const json &value() const { return *object; }
+
 private:
   // A pointer, not a reference, so that a reader can be reassigned.
   const json *object;
   std::string path;
+  schema::Object kind;
 };
 
 /// The names of a vocabulary table for a message: "a, b or c".

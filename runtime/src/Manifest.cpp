@@ -182,16 +182,17 @@ static Status parseTop(const json &root, Manifest *out) {
   if (!root.is_object())
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
                       "bundle: the manifest must be a JSON object");
-  FieldReader top(root, "");
-
-  std::string format;
-  KVRT_RETURN_IF_ERROR(top.getString("format", &format));
+  FieldReader top(root, "", schema::Object::root);
+  // The format and version first: another format's keys are not ours.
+  for (const char *name : {key::root::format, key::root::version})
+    KVRT_RETURN_IF_ERROR(
+        top.checkField(*schema::findField(schema::Object::root, name)));
+  std::string format = top.getString(key::root::format);
   if (format != "kvgen-bundle")
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
                       "bundle: format is %s; expected 'kvgen-bundle'",
                       quote(format).c_str());
-  int64_t version = 0;
-  KVRT_RETURN_IF_ERROR(top.getInt("version", &version));
+  int64_t version = top.getInt(key::root::version);
   if (version != abi::kBundleVersion)
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
                       "bundle version %lld is not supported by this kvrt (it "
@@ -199,45 +200,40 @@ static Status parseTop(const json &root, Manifest *out) {
                       "kvgen",
                       static_cast<long long>(version), abi::kBundleVersion);
   out->version = static_cast<int>(version);
+  KVRT_RETURN_IF_ERROR(top.check());
 
-  out->hasPtx = top.has("ptx");
-  KVRT_RETURN_IF_ERROR(top.getString("ptx", &out->ptx, /*required=*/false));
+  out->hasPtx = top.has(key::root::ptx);
+  out->ptx = top.getString(key::root::ptx);
   if (out->hasPtx && out->ptx.empty())
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: ptx is empty");
 
-  out->hasCubin = top.has("cubin_base64");
-  if (out->hasCubin) {
-    std::string encoded;
-    KVRT_RETURN_IF_ERROR(top.getString("cubin_base64", &encoded));
-    if (!decodeBase64(encoded, &out->cubin) || out->cubin.empty())
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: cubin_base64 is not valid base64");
-  }
+  out->hasCubin = top.has(key::root::cubin_base64);
+  if (out->hasCubin &&
+      (!decodeBase64(top.getString(key::root::cubin_base64), &out->cubin) ||
+       out->cubin.empty()))
+    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
+                      "bundle: cubin_base64 is not valid base64");
 
   // A host-only bundle (no device code) needs no target.
-  if (top.has("target") || out->hasPtx || out->hasCubin) {
-    const json *targetObject = nullptr;
-    KVRT_RETURN_IF_ERROR(top.getObject("target", &targetObject));
-    FieldReader target(*targetObject, "target");
-    KVRT_RETURN_IF_ERROR(target.getString("chip", &out->target.chip));
+  if (top.has(key::root::target) || out->hasPtx || out->hasCubin) {
+    FieldReader target = top;
+    KVRT_RETURN_IF_ERROR(top.getObject(key::root::target, &target));
+    out->target.chip = target.getString(key::target::chip);
     if (!parseChip(out->target.chip, &out->target))
       return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
                         "bundle: target.chip is %s; expected sm_<NN> (e.g. "
                         "sm_90, sm_90a)",
                         quote(out->target.chip).c_str());
-    KVRT_RETURN_IF_ERROR(target.getString("features", &out->target.features,
-                                          /*required=*/false));
+    out->target.features = target.getString(key::target::features);
   }
 
-  auto kernels = root.find("kernels");
-  if (kernels == root.end())
-    return top.missing("kernels");
-  if (!kernels->is_array() || kernels->empty())
+  const json &kernels = root.at(key::root::kernels);
+  if (!kernels.is_array() || kernels.empty())
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
                       "bundle: kernels must be a non-empty array");
-  out->kernels.resize(kernels->size());
-  for (size_t i = 0; i < kernels->size(); ++i)
-    KVRT_RETURN_IF_ERROR(parseKernel((*kernels)[i], i, &out->kernels[i]));
+  out->kernels.resize(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i)
+    KVRT_RETURN_IF_ERROR(parseKernel(kernels[i], i, &out->kernels[i]));
   return groupOperations(out);
 }
 

@@ -1,8 +1,9 @@
 //===- Manifest.h - the bundle's manifest, parsed and verified ------------===//
 //
-// The bundle is a JSON file (docs/KERNEL-ABI.md, "The bundle"). kvrt cannot
-// trust that it was written by kvgen, let alone by the kvgen it was built
-// with, so every field it uses is checked here, once, at load time; a launch
+// The bundle is a JSON file (docs/KERNEL-ABI.md, "The bundle"; its keys are
+// include/kvgen/ABI/Bundle.def). kvrt cannot trust that it was written by
+// kvgen, let alone by the kvgen it was built with, so every field is checked
+// here, once, at load time, and a key the schema lacks is refused; a launch
 // then trusts the parsed Manifest.
 //
 //===----------------------------------------------------------------------===//
@@ -119,6 +120,9 @@ struct KernelDescription {
   /// bytes, strides multiples of `vectorElems`.
   int64_t alignment = 1;
   int64_t vectorElems = 1;
+  /// Bytes a vector moves (manifest "vector_bytes", informational); 0 if
+  /// absent.
+  int64_t vectorBytes = 0;
   LaunchDescription launch;
   /// The kernel waits (griddepcontrol.wait) before its first load of an
   /// input: it may be launched to overlap the previous kernel in its stream

@@ -89,14 +89,26 @@ TEST(Manifest, HostOnlyBundleNeedsNoTarget) {
   kvrt_bundle_destroy(raw);
 }
 
-TEST(Manifest, CubinAndSlotMappingThreadsForm) {
+TEST(Manifest, CubinAndSlotMappingWithoutVariant) {
   json bundle = standardBundle();
   bundle["cubin_base64"] = "f0VMRgIBAQ==\n"; // "\x7f" "ELF\2\1\1", wrapped
-  bundle["kernels"][2]["launch"] = {{"threads", 128}};
   bundle["kernels"][2].erase("variant");
   kvrt_bundle *raw = nullptr;
   EXPECT_EQ(load(bundle, &raw), KVRT_SUCCESS) << kvrt_last_error();
   kvrt_bundle_destroy(raw);
+}
+
+TEST(Manifest, SourceDtypeOnAGatherIsRefused) {
+  CacheConfig config;
+  config.gather = true;
+  json bundle = standardBundle(config);
+  ASSERT_EQ(bundle["kernels"][5]["name"], "kv_gather");
+  bundle["kernels"][5]["source_dtype"] = "bf16";
+  kvrt_bundle *raw = nullptr;
+  EXPECT_EQ(load(bundle, &raw), KVRT_ERROR_INVALID_BUNDLE);
+  EXPECT_THAT(kvrt_last_error(),
+              HasSubstr("kernels[5] ('kv_gather').source_dtype is set, but a "
+                        "gather has output_dtype"));
 }
 
 TEST(Manifest, EmbeddedHeaderWithTerminatingNul) {
@@ -430,6 +442,54 @@ std::vector<Malformed> malformedCases() {
        },
        {"kernels[5] ('kv_append_wide') and its other variant 'kv_append'",
         "different caches"}},
+      // Keys the schema (include/kvgen/ABI/Bundle.def) does not have, at
+      // each level: a reader that skipped them would misread a newer
+      // bundle or a misspelt one.
+      {"unknown top-level key",
+       [](json &b) { b["kernel"] = json::array(); },
+       {"the manifest has the key 'kernel', which the bundle format does not "
+        "have"}},
+      {"unknown target key",
+       [](json &b) { b["target"]["sm"] = 90; },
+       {"target has the key 'sm'"}},
+      {"unknown kernel key",
+       [](json &b) { kernel0(b)["min_token"] = 64; },
+       {k0 + " has the key 'min_token', which the bundle format does not "
+             "have"}},
+      {"unknown cache key",
+       [](json &b) { kernel0(b)["cache"]["blocksize"] = 16; },
+       {k0 + ".cache has the key 'blocksize'"}},
+      {"unknown quant key",
+       [](json &b) {
+         kernel0(b)["cache"]["quant"] = {{"kind", "int8"},
+                                         {"granularity", "per_tensor"},
+                                         {"mode", "static"},
+                                         {"scale", 1.0}};
+       },
+       {k0 + ".cache.quant has the key 'scale'"}},
+      {"unknown launch key: the old slot_mapping form",
+       [](json &b) { b["kernels"][2]["launch"]["threads"] = 128; },
+       {"kernels[2] ('kv_slots').launch has the key 'threads'"}},
+      {"unknown key with a NUL",
+       [](json &b) { kernel0(b)[std::string("x\0y", 3)] = 1; },
+       {k0 + " has the key 'x\\x00y'"}},
+      // Keys of the schema where their rule does not hold.
+      {"x on a layout without an X axis",
+       [](json &b) { kernel0(b)["cache"]["x"] = 8; },
+       {k0 + ".cache.x is set, but only a layout with an X axis has x"}},
+      {"max_seq_len on a paged layout",
+       [](json &b) { kernel0(b)["cache"]["max_seq_len"] = 8; },
+       {k0 + ".cache.max_seq_len is set, but a paged layout has "
+             "block_size"}},
+      {"block_size on a contiguous cache",
+       [](json &b) {
+         kernel0(b)["cache"]["layout"] = "contiguous";
+         kernel0(b)["cache"]["max_seq_len"] = 8;
+       },
+       {k0 + ".cache.block_size is set, but this layout has max_seq_len"}},
+      {"output_dtype on an append",
+       [](json &b) { kernel0(b)["output_dtype"] = "bf16"; },
+       {k0 + ".output_dtype is set, but only a gather has output_dtype"}},
       {"variants of different kinds",
        [](json &b) {
          b["kernels"][1]["kind"] = "fused_append";

@@ -149,6 +149,7 @@ TEST(QuantManifest, MalformedQuantizationIsRefused) {
       {"per_block on a contiguous cache",
        [&](json &b) {
          cache(b)["layout"] = "contiguous";
+         cache(b).erase("block_size");
          cache(b)["max_seq_len"] = 8;
          cache(b)["quant"]["granularity"] = "per_block";
        },
