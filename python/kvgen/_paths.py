@@ -140,6 +140,26 @@ def kvrt_candidates():
     return found + ["libkvrt.so", "libkvrt.so.0.1"]
 
 
+EXTENSION = "_kvext.abi3.so"
+
+
+def extension_candidates():
+    """The paths to try for the compiled binding, kvgen._kvext, in order:
+    the package's own (a wheel: that one only); in a source checkout, also
+    $KVGEN_BUILD_DIR/lib and the checkout's build/lib, where CMake builds
+    it."""
+    own = os.path.join(_HERE, EXTENSION)
+    if bundled() or os.path.exists(own):
+        return [own]
+    found = []
+    build = os.environ.get("KVGEN_BUILD_DIR")
+    if build:
+        found.append(os.path.join(build, "lib", EXTENSION))
+    found.append(os.path.normpath(os.path.join(
+        _HERE, os.pardir, os.pardir, "build", "lib", EXTENSION)))
+    return found
+
+
 def main():
     """The `kvgen` command of a wheel install: runs the bundled compiler."""
     try:
