@@ -225,3 +225,41 @@ def test_torch_compile_fullgraph_calls_every_op():
     for x, y in zip(eager[3:], compiled_args[3:]):
         assert x.abs().sum() > 0
         assert _bytes(x).equal(_bytes(y))
+
+
+def test_fast_path_threads_while_register_empties_the_table():
+    """Threads repeating a call the binding takes while another registers
+    bundles (each register() empties the table, which holds the bundles):
+    every call writes its bytes, none crashes."""
+    import threading
+
+    torch = _fresh_key()
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="bf16", target="host")
+    saved = list(ops._registered)
+    errors_seen = []
+
+    def worker(i):
+        try:
+            args = _flash_args(torch, False, False)
+            want = _clone_caches(args, (2, 3))
+            ops._reshape_and_cache_flash(*want, None)
+            for _ in range(300):
+                ops.reshape_and_cache_flash(*args)
+            assert _bytes(args[2]).equal(_bytes(want[2]))
+            assert _bytes(args[3]).equal(_bytes(want[3]))
+        except Exception as e:  # reported below
+            errors_seen.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for _ in range(30):
+            ops.register(b)
+        for t in threads:
+            t.join()
+    finally:
+        ops._registered = saved
+        ops._forget_calls()
+    assert not errors_seen, errors_seen
