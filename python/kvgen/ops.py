@@ -94,6 +94,17 @@ def _remember_call(fast, generation, plan, flags, call):
     register() ran since `generation` was read. Only calls of the direct
     path with no explicit stream get here, after every check passed."""
     global _fast_flash, _fast_paged, _fast_mla
+    torch = _torch
+    if torch is not None:
+        # A torch subclass (fake, functional, a user's) stays on the Python
+        # route, which sends it to torch.ops.kvgen.
+        for t in call:
+            if isinstance(t, (tuple, list)):
+                if any(type(x) is not torch.Tensor and
+                       isinstance(x, torch.Tensor) for x in t):
+                    return
+            elif type(t) is not torch.Tensor and isinstance(t, torch.Tensor):
+                return
     ext = _ext.get()
     bundle = plan.bundle
     with _plans_lock:

@@ -263,3 +263,21 @@ def test_fast_path_threads_while_register_empties_the_table():
         ops._registered = saved
         ops._forget_calls()
     assert not errors_seen, errors_seen
+
+
+def test_tensor_subclass_is_never_remembered():
+    """A torch.Tensor subclass keeps the Python route (torch.ops.kvgen for
+    fake and functional tensors): the binding's table never takes it."""
+    torch = _fresh_key()
+
+    class Sub(torch.Tensor):
+        pass
+
+    args = _flash_args(torch, False, False)
+    args[0] = args[0].as_subclass(Sub)
+    ops._forget_calls()
+    ops.reshape_and_cache_flash(*args)
+    before = _hits()[0]
+    ops.reshape_and_cache_flash(*args)
+    assert _hits()[0] == before
+    assert _ext.get().stats()[3] == 0
