@@ -35,9 +35,7 @@ class Kvrt:
         lib.kvrt_bundle_kernel_name.restype = ctypes.c_char_p
         lib.kvrt_bundle_kernel_name.argtypes = [ctypes.c_void_p,
                                                 ctypes.c_size_t]
-        lib.kvrt_append.argtypes = [ctypes.c_void_p,
-                                    ctypes.POINTER(capi.AppendArgs),
-                                    ctypes.c_void_p]
+        lib.kvrt_append.argtypes = [ctypes.c_void_p] * 3
         lib.kvrt_bundle_destroy.argtypes = [ctypes.c_void_p]
         self.has_manifest = hasattr(lib, "kvrt_bundle_kernel_manifest")
         if self.has_manifest:
@@ -340,15 +338,12 @@ def kvgen_launcher(kvrt, bundle, call, setup, sets, stream):
         if setup.scale_caches is not None else None
     args = []
     for k, v, s in sets:
-        a = capi.AppendArgs(name.encode(), tensors(k), tensors(v), tensors(s),
-                            key_cache, value_cache, VARIANTS[variant])
-        if scale is not None:
-            a.key_scale = scale
-            a.value_scale = scale
-        if setup.scale_caches is not None:
-            a.key_scale_cache, a.value_scale_cache = scale_caches
+        scs = scale_caches if scale_caches is not None else (None, None)
+        a = capi.append_args(name.encode(), tensors(k), tensors(v),
+                             tensors(s), key_cache, value_cache,
+                             VARIANTS[variant], scale, scale, *scs)
         args.append(a)
-    refs = [ctypes.byref(a) for a in args]
+    refs = [a.address for a in args]
     handle = ctypes.c_void_p(stream.cuda_stream)
     append = kvrt.lib.kvrt_append
 

@@ -63,8 +63,8 @@ rm -f "$out"/kvgen-*.whl
 auditwheel repair -w "$out" "$wheel"
 final=$(ls "$out"/kvgen-*.whl)
 case $final in
-  *-py3-none-manylinux_*) ;;
-  *) echo "build-wheel: $final is not tagged py3-none-manylinux_*" >&2; exit 1 ;;
+  *-cp38-abi3-manylinux_*) ;;
+  *) echo "build-wheel: $final is not tagged cp38-abi3-manylinux_*" >&2; exit 1 ;;
 esac
 
 bytes=$(stat -c %s "$final")

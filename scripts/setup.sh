@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 deps() {
-  local packages=(cmake ninja-build g++ python3 python3-pytest python3-numpy
+  local packages=(cmake ninja-build g++ python3 python3-dev python3-pytest python3-numpy
                   python3-venv
                   ccache libgtest-dev libzstd-dev zlib1g-dev
                   libdlpack-dev nlohmann-json3-dev libmlir-22-dev mlir-22-tools

@@ -19,6 +19,7 @@ for b in kvgen-gpu-suite kvgen-multi-gpu-test kvbench kvrt-example-paged-append 
 done
 cp "$build"/bin/*.bundle.json "$dst/bin/" 2>/dev/null || true
 cp -P "$build"/lib/libkvrt.so* "$dst/lib/"
+cp "$build"/lib/_kvext.abi3.so "$dst/lib/"
 cp "$build"/bench/*.bundle.json "$dst/bench/" 2>/dev/null || true
 cp "$build"/test/gpu/kvrt/reference*.bundle.json "$dst/bin/" 2>/dev/null || true
 # The Python package's GPU tests find their kernels in a cache filled here:

@@ -9,13 +9,12 @@ bfloat16, which NumPy's own DLPack export refuses).
 A tensor is described by a plain tuple, ``Desc``:
     (data, device_type, device_id, dtype_code, dtype_bits, shape, strides)
 with strides in elements. The ops reshape descriptions (drop padding rows,
-permute an HND cache's view) before packing them.
+permute an HND cache's view); the extension (kvgen/_ext.py) turns them into
+DLTensors.
 """
 
 import ctypes
-import struct
 import sys
-import threading
 
 from . import errors
 
@@ -48,17 +47,12 @@ DTYPE_NAMES = {
 
 _NUMPY_KINDS = {"f": FLOAT, "i": INT, "u": UINT}
 
-# struct DLTensor { void *data; DLDevice device; int32 ndim; DLDataType dtype;
-#                   int64 *shape; int64 *strides; uint64 byte_offset; }
-_HEADER = "<QiiiBBHQQQ"
-HEADER_BYTES = struct.calcsize(_HEADER)  # 48
+# kvrt's tensors have rank 5 at most (the extension's limit too).
 MAX_RANK = 5
-SLOT_BYTES = HEADER_BYTES + 2 * 8 * MAX_RANK  # 128
-_pack_formats = {
-    n: struct.Struct(_HEADER + "q" * (2 * n)) for n in range(MAX_RANK + 1)
-}
 
 
+# DLPack's structs, to read a __dlpack__ capsule (the producer's memory, not
+# a launch's: the extension fills those from kvrt.h).
 class _DLTensor(ctypes.Structure):
     _fields_ = [
         ("data", ctypes.c_void_p),
@@ -318,51 +312,3 @@ def _describe_dlpack(obj, name, keep, written):
 def dtype_name(desc):
     return DTYPE_NAMES.get((desc[3], desc[4]),
                            "code %d, %d bits" % (desc[3], desc[4]))
-
-
-class Scratch:
-    """Memory for one launch: DLTensors and the args struct. One per thread
-    (``scratch()``): a launch fills it and kvrt reads it before returning."""
-
-    __slots__ = ("buf", "_view", "base", "args", "args_offset")
-    SLOTS = 11
-    ARGS_BYTES = 160
-
-    def __init__(self):
-        size = self.SLOTS * SLOT_BYTES + self.ARGS_BYTES
-        # A bytearray, written through struct.pack_into (exporting a ctypes
-        # buffer for every write costs microseconds), at a fixed address
-        # (it is never resized) that kvrt reads.
-        self.buf = bytearray(size)
-        self._view = (ctypes.c_char * size).from_buffer(self.buf)
-        self.base = ctypes.addressof(self._view)
-        self.args_offset = self.SLOTS * SLOT_BYTES
-        self.args = self.base + self.args_offset
-
-    def pack(self, slot, desc):
-        """Writes `desc` as a DLTensor into `slot`; returns its address."""
-        data, dtype, did, code, bits, shape, strides = desc
-        n = len(shape)
-        if n > MAX_RANK:
-            raise errors.InvalidArgumentError(
-                "a tensor of rank %d: kvgen's tensors have rank %d at most"
-                % (n, MAX_RANK))
-        off = slot * SLOT_BYTES
-        addr = self.base + off
-        _pack_formats[n].pack_into(self.buf, off, data, dtype, did, n, code,
-                                   bits, 1, addr + HEADER_BYTES,
-                                   addr + HEADER_BYTES + 8 * n, 0, *shape,
-                                   *strides)
-        return addr
-
-
-_tls = threading.local()
-
-
-def scratch():
-    """This thread's Scratch."""
-    try:
-        return _tls.scratch
-    except AttributeError:
-        s = _tls.scratch = Scratch()
-        return s

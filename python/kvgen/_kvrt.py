@@ -1,7 +1,7 @@
-"""ctypes over kvrt's C ABI (runtime/include/kvrt/kvrt.h).
-
-No compiled extension: the package depends on no Python ABI, so one install
-serves every CPython 3.8+ (the build machine's 3.11 and a GPU machine's 3.12).
+"""libkvrt, loaded through ctypes, and its calls that take no args struct
+(bundles, errors). The launches go through the compiled binding
+(kvgen/_ext.py), which fills kvrt.h's args structs in C and calls the entry
+points of the library loaded here, so that it is found in one place.
 
 libkvrt is found, in order, at: $KVGEN_KVRT_LIB (a file); the wheel's own
 (kvgen/lib/libkvrt.so, and nothing else where the package ships one);

@@ -140,6 +140,30 @@ def kvrt_candidates():
     return found + ["libkvrt.so", "libkvrt.so.0.1"]
 
 
+EXTENSION = "_kvext.abi3.so"
+
+
+def extension_candidates():
+    """The paths to try for the compiled binding, kvgen._kvext, in order:
+    the package's own (a wheel: that one only); in a source checkout, the
+    folder of $KVGEN_KVRT_LIB (a build's lib/ holds both), $KVGEN_BUILD_DIR/lib
+    and the checkout's build/lib, where CMake builds it."""
+    own = os.path.join(_HERE, EXTENSION)
+    if bundled() or os.path.exists(own):
+        return [own]
+    found = []
+    kvrt = os.environ.get("KVGEN_KVRT_LIB")
+    if kvrt:
+        found.append(os.path.join(os.path.dirname(os.path.abspath(kvrt)),
+                                  EXTENSION))
+    build = os.environ.get("KVGEN_BUILD_DIR")
+    if build:
+        found.append(os.path.join(build, "lib", EXTENSION))
+    found.append(os.path.normpath(os.path.join(
+        _HERE, os.pardir, os.pardir, "build", "lib", EXTENSION)))
+    return found
+
+
 def main():
     """The `kvgen` command of a wheel install: runs the bundled compiler."""
     try:

@@ -1,5 +1,5 @@
-"""The ops as PyTorch custom ops: torch.ops.kvgen.reshape_and_cache_flash and
-torch.ops.kvgen.append_paged_kv_cache.
+"""The ops as PyTorch custom ops: torch.ops.kvgen.reshape_and_cache_flash,
+torch.ops.kvgen.append_paged_kv_cache and torch.ops.kvgen.concat_and_cache_mla.
 
 Each declares the caches it writes (mutates_args), so torch.compile keeps the
 call and its order, and has a fake implementation (it returns nothing and
@@ -52,4 +52,22 @@ def _(append_key, append_value, batch_indices, positions, k_cache, v_cache,
     return None
 
 
+@torch.library.custom_op("kvgen::concat_and_cache_mla",
+                         mutates_args=("kv_cache",))
+def concat_and_cache_mla(kv_c: torch.Tensor, k_pe: torch.Tensor,
+                         kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                         kv_cache_dtype: str,
+                         scale: Optional[torch.Tensor]) -> None:
+    ops._concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
+                              kv_cache_dtype, scale, None)
+
+
+@concat_and_cache_mla.register_fake
+def _(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale):
+    return None
+
+
+# A traced call (torch.compile) takes the custom op, never the extension's
+# fast call, which tracing cannot see into.
+ops._is_compiling = torch.compiler.is_compiling
 ops._torch = torch

@@ -11,42 +11,18 @@ before kvrt reads it or dlopen maps it (kvgen/_load_checks.py).
 import ctypes
 import json
 import os
-import struct
 import sys
 
-from . import _dlpack, _kvrt, errors
+from . import _dlpack, _ext, _kvrt, errors
 from ._load_checks import (_ELF_MAGIC, _refuse_special_file,
                            check_shared_object)
 
 _VARIANTS = {"auto": 0, "vector": 1, "scalar": 2, "wide": 3}
 
-# The args structs of kvrt.h, packed in one call. Fields: the kernel name,
-# the tensors, the variant (an enum: int32 plus padding), then the four scale
-# tensors bundle format 2 added at the end (a kvrt that predates them reads
-# only the prefix it knows).
-_APPEND_ARGS = struct.Struct("<6Qi4x4Q")
-_FUSED_ARGS = struct.Struct("<8Qi4x4Q")
-_SLOT_ARGS = struct.Struct("<5Q")
-_GATHER_ARGS = struct.Struct("<6Qi4x4Q")
-_MLA_ARGS = struct.Struct("<5Qi4xQ")
-_MLA_FUSED_ARGS = struct.Struct("<7Qi4xQ")
-_PAGED_ARGS = struct.Struct("<9Qi4x4Q")
-
-
-class _PagedScratch(_dlpack.Scratch):
-    """A launch's memory with room for paged_kv_append's twelve tensors."""
-
-    SLOTS = 12
-
-
 # What an append writes: the caches, and a dynamic description's scale
 # caches.
 _WRITES_CACHES = ("key_cache", "value_cache", "key_scale_cache",
                   "value_scale_cache")
-
-# Packed launches a bundle remembers before it forgets them all: an eager
-# loop reuses a handful (one per layer's cache), a varying batch a few more.
-_PACKED_ENTRIES = 256
 
 
 def _stream_of(stream, obj, desc):
@@ -72,6 +48,11 @@ def _stream_of(stream, obj, desc):
     if desc[1] == _dlpack.CPU:
         return 0
     if _dlpack.is_torch(obj):
+        # The exchange API's current stream (the capture stream under
+        # CUDA-graph capture), as the ops' fast path takes it.
+        stream = _ext.get().work_stream(obj, desc[1], desc[2])
+        if stream is not None:
+            return stream
         return torch_current_stream(desc[2])
     module = type(obj).__module__ or ""
     if module.startswith("cupy"):
@@ -120,9 +101,8 @@ class Bundle:
         self._manifest = manifest
         self._host_lib = host_lib
         self._names = {}
-        # Packed args structs by their descriptions (see _append).
-        self._packed = {}
-        self._lib_append = _kvrt.lib().append
+        # The kvrt_bundle's address, as the extension takes it.
+        self._address = handle.value
         self.source = source
         self.kernels = list(manifest.get("kernels", []))
         self.version = manifest.get("version")
@@ -219,8 +199,13 @@ class Bundle:
 
     def close(self):
         if self._handle:
+            ext = _ext._ext
+            if ext is not None:
+                # The ops' call tables hold this bundle's kernels.
+                ext.forget()
             _kvrt.lib().bundle_destroy(self._handle)
             self._handle = None
+            self._address = None
 
     def __del__(self):
         try:
@@ -288,74 +273,57 @@ class Bundle:
                 if k.get("programmatic_launch")]
 
     def _name(self, kernel):
+        """The kernel name as kvrt takes it (bytes, checked), or None."""
         if kernel is None:
-            return 0
-        entry = self._names.get(kernel) if type(kernel) is str else None
-        if entry is None:
-            # setdefault, not an assignment: of threads naming a kernel
-            # first at once, each gets the one buffer kept here. An
-            # overwritten one would be freed while a remembered args struct
-            # still points at it.
-            entry = self._names.setdefault(kernel, _kernel_name(kernel))
-        return entry[1]
+            return None
+        name = self._names.get(kernel) if type(kernel) is str else None
+        if name is None:
+            name = self._names[kernel] = _kernel_name(kernel)
+        return name
 
-    # Launches on descriptions (the ops' fast path) -----------------------
+    # Launches on descriptions (the ops' path) ---------------------------
 
-    def _remember_args(self, key, scratch):
-        if len(self._packed) >= _PACKED_ENTRIES:
-            self._packed.clear()
-        self._packed[key] = scratch
+    def _launch(self, op, kernel, descs, variant, stream):
+        """One kvrt launch through the extension: `op` an operation of
+        kvgen._kvext, `descs` the tensors in the order of kvrt.h's args
+        struct (None where absent)."""
+        if self._address is None:
+            raise errors.KvgenError("the bundle %s is closed" % self.source)
+        ext = _ext.get()
+        _kvrt.check(ext.launch(op, self._address, self._name(kernel),
+                               variant, stream, tuple(descs)))
 
     def _append(self, kernel, descs, variant, stream):
         """descs: key, value, slot_mapping, key_cache, value_cache, then the
-        four scale tensors (None where absent), as a tuple.
-
-        The packed args struct and its DLTensors are remembered by the key
-        (kernel, variant, descs): a description holds every field kvrt reads
-        (data pointer, device, dtype, shape, strides), so the same key packs
-        the same bytes and only the packing is skipped; kvrt validates every
-        launch."""
-        if kernel is not None and type(kernel) is not str:
-            self._name(kernel)  # refuses it (and an unhashable key)
-        key = (kernel, variant, descs)
-        s = self._packed.get(key)
-        if s is None:
-            s = _dlpack.Scratch()
-            a = [s.pack(i, d) if d is not None else 0
-                 for i, d in enumerate(descs)]
-            if any(a[5:]) and not _kvrt.lib().has_scales:
-                raise errors.KvgenError(
-                    "this libkvrt predates scale tensors (bundle format 2)")
-            _APPEND_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
-                                   a[0], a[1], a[2], a[3], a[4], variant,
-                                   a[5], a[6], a[7], a[8])
-            self._remember_args(key, s)
-        _kvrt.check(self._lib_append(self._handle, s.args, stream))
-        return s
+        four scale tensors (None where absent)."""
+        if any(descs[5:]) and not _kvrt.lib().has_scales:
+            raise errors.KvgenError(
+                "this libkvrt predates scale tensors (bundle format 2)")
+        self._launch(_ext.get().APPEND, kernel, descs, variant, stream)
 
     def _fused_append(self, kernel, descs, variant, stream):
         """descs: key, value, block_table, query_start_loc, context_lens,
         key_cache, value_cache, then the four scale tensors."""
-        s = _dlpack.scratch()
-        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
-        if any(a[7:]) and not _kvrt.lib().has_scales:
+        if any(descs[7:]) and not _kvrt.lib().has_scales:
             raise errors.KvgenError(
                 "this libkvrt predates scale tensors (bundle format 2)")
-        _FUSED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
-                              *a[:7], variant, *a[7:])
-        _kvrt.check(_kvrt.lib().fused_append(self._handle, s.args, stream))
+        self._launch(_ext.get().FUSED_APPEND, kernel, descs, variant, stream)
 
     def _mla_append(self, kernel, descs, variant, stream):
         """descs: kv_c, k_pe, slot_mapping, key_cache, key_scale (None
         where absent)."""
-        k = _kvrt.lib()
-        if k.mla_append is None:
+        if _kvrt.lib().mla_append is None:
             raise errors.KvgenError("this libkvrt has no kvrt_mla_append")
-        s = _dlpack.scratch()
-        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
-        _MLA_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel), *a[:4],
-                            variant, a[4])
-        _kvrt.check(k.mla_append(self._handle, s.args, stream))
+        self._launch(_ext.get().MLA_APPEND, kernel, descs, variant, stream)
+
+    def _paged_kv_append(self, kernel, descs, variant, stream):
+        """descs: key, value, batch_indices, positions, kv_indices,
+        kv_indptr, key_cache, value_cache, then the four scale tensors (None
+        where absent)."""
+        if _kvrt.lib().paged_kv_append is None:
+            raise errors.KvgenError("this libkvrt has no kvrt_paged_kv_append")
+        self._launch(_ext.get().PAGED_KV_APPEND, kernel, descs, variant,
+                     stream)
 
     # Launches on tensors --------------------------------------------------
 
@@ -376,21 +344,16 @@ class Bundle:
                          variant="auto", key_scale=None, stream=None):
         """kvrt_mla_fused_append: mla_append with the slots from the block
         table and positions, in one launch."""
-        k = _kvrt.lib()
-        if k.mla_fused_append is None:
+        if _kvrt.lib().mla_fused_append is None:
             raise errors.KvgenError("this libkvrt has no kvrt_mla_fused_append")
         keep = []
-        s = _dlpack.scratch()
         objs = (kv_c, k_pe, block_table, query_start_loc, context_lens,
                 key_cache, key_scale)
         names = ("kv_c", "k_pe", "block_table", "query_start_loc",
                  "context_lens", "key_cache", "key_scale")
         descs = _dlpack.describe_all(objs, names, keep, ("key_cache",))
-        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
-        _MLA_FUSED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
-                                  *a[:6], _variant(variant), a[6])
-        _kvrt.check(k.mla_fused_append(self._handle, s.args,
-                                       _stream_of(stream, kv_c, descs[0])))
+        self._launch(_ext.get().MLA_FUSED_APPEND, kernel, descs,
+                     _variant(variant), _stream_of(stream, kv_c, descs[0]))
 
     def append(self, key, value, slot_mapping, key_cache, value_cache, *,
                kernel=None, variant="auto", key_scale=None, value_scale=None,
@@ -425,25 +388,6 @@ class Bundle:
         self._fused_append(kernel, descs, _variant(variant),
                            _stream_of(stream, key, descs[0]))
 
-    def _paged_kv_append(self, kernel, descs, variant, stream):
-        """descs: key, value, batch_indices, positions, kv_indices,
-        kv_indptr, key_cache, value_cache, then the four scale tensors (None
-        where absent), as a tuple. Packed once per key, as _append does."""
-        key = ("paged", kernel, variant, descs)
-        s = self._packed.get(key)
-        if s is None:
-            if _kvrt.lib().paged_kv_append is None:
-                raise errors.KvgenError(
-                    "this libkvrt has no kvrt_paged_kv_append")
-            s = _PagedScratch()
-            a = [s.pack(i, d) if d is not None else 0
-                 for i, d in enumerate(descs)]
-            _PAGED_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
-                                  *a[:8], variant, *a[8:])
-            self._remember_args(key, s)
-        _kvrt.check(_kvrt.lib().paged_kv_append(self._handle, s.args, stream))
-        return s
-
     def paged_kv_append(self, key, value, batch_indices, positions,
                         kv_indices, kv_indptr, key_cache, value_cache, *,
                         kernel=None, variant="auto", key_scale=None,
@@ -468,27 +412,21 @@ class Bundle:
                            slot_mapping, *, kernel=None, stream=None):
         """kvrt_build_slot_mapping: slot_mapping from the block table."""
         keep = []
-        s = _dlpack.scratch()
         objs = (block_table, query_start_loc, context_lens, slot_mapping)
         names = ("block_table", "query_start_loc", "context_lens",
                  "slot_mapping")
-        descs = [_dlpack.describe(o, n, keep, n == "slot_mapping")
-                 for o, n in zip(objs, names)]
-        a = [s.pack(i, d) for i, d in enumerate(descs)]
-        _SLOT_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel), *a)
-        _kvrt.check(_kvrt.lib().build_slot_mapping(
-            self._handle, s.args, _stream_of(stream, slot_mapping, descs[3])))
+        descs = _dlpack.describe_all(objs, names, keep, ("slot_mapping",))
+        self._launch(_ext.get().SLOT_MAPPING, kernel, descs, 0,
+                     _stream_of(stream, slot_mapping, descs[3]))
 
     def gather(self, key_cache, value_cache, slot_mapping, key_out, value_out,
                *, kernel=None, variant="auto", key_scale=None,
                value_scale=None, key_scale_cache=None, value_scale_cache=None,
                stream=None):
         """kvrt_gather: rows of given slots read back (dequantized)."""
-        k = _kvrt.lib()
-        if k.gather is None:
+        if _kvrt.lib().gather is None:
             raise errors.KvgenError("this libkvrt has no kvrt_gather")
         keep = []
-        s = _dlpack.scratch()
         objs = (key_cache, value_cache, slot_mapping, key_out, value_out,
                 key_scale, value_scale, key_scale_cache, value_scale_cache)
         names = ("key_cache", "value_cache", "slot_mapping", "key_out",
@@ -496,15 +434,12 @@ class Bundle:
                  "value_scale_cache")
         descs = _dlpack.describe_all(objs, names, keep,
                                      ("key_out", "value_out"))
-        a = [s.pack(i, d) if d is not None else 0 for i, d in enumerate(descs)]
-        _GATHER_ARGS.pack_into(s.buf, s.args_offset, self._name(kernel),
-                               *a[:5], _variant(variant), *a[5:])
-        _kvrt.check(k.gather(self._handle, s.args,
-                             _stream_of(stream, key_out, descs[3])))
+        self._launch(_ext.get().GATHER, kernel, descs, _variant(variant),
+                     _stream_of(stream, key_out, descs[3]))
 
 
 def _kernel_name(kernel):
-    """(buffer, address) of a kernel name as kvrt takes it: a C string, so
+    """A kernel name as kvrt takes it: a C string (bytes), so
     a name that cannot be one (not a str, a NUL inside, not encodable) is
     refused rather than cut."""
     if not isinstance(kernel, str):
@@ -520,8 +455,7 @@ def _kernel_name(kernel):
             "kernel: %r is not a kernel name (%s)" % (
                 kernel, "it contains a NUL byte" if "\0" in kernel else
                 "it is empty" if not kernel else "not UTF-8"))
-    buf = ctypes.create_string_buffer(data)
-    return buf, ctypes.addressof(buf)
+    return data
 
 
 def _variant(variant):

@@ -1,13 +1,12 @@
-"""kvrt's C structs and DLPack's, as ctypes types, for callers of the C API.
-
-The package itself packs tensors and arguments with ``struct`` (the faster
-path, see _dlpack.py and bundle.py); these types describe the same bytes for
-scripts that call libkvrt through ctypes directly (the GPU bit-exactness test,
-the side-by-side benchmark). test_capi.py checks that both agree.
+"""For scripts that call libkvrt through ctypes directly (the GPU
+bit-exactness test, the side-by-side benchmark): DLPack's DLTensor as a ctypes
+type, and kvrt's args structs built by the package's extension from kvrt.h
+itself (no layout is spelled here).
 
     from kvgen import capi
-    t = capi.tensor(data_ptr, capi.CUDA, 0, capi.BFLOAT, 16, shape, strides)
-    args = capi.AppendArgs(b"kv_append", ctypes.pointer(t), ...)
+    t = capi.Tensor(data_ptr, capi.CUDA, 0, capi.BFLOAT, 16, shape, strides)
+    args = capi.append_args(b"kv_append", t, ...)
+    lib.kvrt_append(bundle, args.address, stream)   # argtypes: 3 x c_void_p
 """
 
 import ctypes
@@ -16,7 +15,8 @@ from ._dlpack import (BFLOAT, CPU, CUDA, FLOAT, FLOAT8_E4M3FN, FLOAT8_E5M2,
                       INT, UINT)
 
 __all__ = [
-    "DLDevice", "DLDataType", "DLTensor", "TensorPtr", "AppendArgs",
+    "DLDevice", "DLDataType", "DLTensor", "TensorPtr", "Args", "append_args",
+    "paged_kv_append_args",
     "Tensor", "torch_tensor", "VARIANT_AUTO", "VARIANT_VECTOR",
     "VARIANT_SCALAR", "VARIANT_WIDE", "CPU", "CUDA", "INT",
     "UINT", "FLOAT", "BFLOAT", "FLOAT8_E4M3FN", "FLOAT8_E5M2",
@@ -49,27 +49,53 @@ class DLTensor(ctypes.Structure):
 TensorPtr = ctypes.POINTER(DLTensor)
 
 
-class AppendArgs(ctypes.Structure):
-    """kvrt_append_args. The scale tensors come last, as bundle format 2
-    added them; NULL where the kernel takes none."""
-    _fields_ = [("kernel", ctypes.c_char_p), ("key", TensorPtr),
-                ("value", TensorPtr), ("slot_mapping", TensorPtr),
-                ("key_cache", TensorPtr), ("value_cache", TensorPtr),
-                ("variant", ctypes.c_int), ("key_scale", TensorPtr),
-                ("value_scale", TensorPtr), ("key_scale_cache", TensorPtr),
-                ("value_scale_cache", TensorPtr)]
+class Args:
+    """One of kvrt.h's args structs, filled by kvgen's extension. `address`
+    is valid while this object and the tensors it names live."""
+
+    def __init__(self, op, kernel, variant, tensors):
+        from . import _ext
+
+        self._kernel = None if kernel is None else ctypes.create_string_buffer(
+            kernel)
+        self._tensors = tensors
+        data = _ext.get().args_struct(
+            getattr(_ext.get(), op),
+            None if kernel is None else ctypes.addressof(self._kernel),
+            variant, tuple(_address(t) for t in tensors))
+        self._buf = ctypes.create_string_buffer(data, len(data))
+        self.address = ctypes.addressof(self._buf)
 
 
-class PagedKvAppendArgs(ctypes.Structure):
-    """kvrt_paged_kv_append_args: FlashInfer's page table for the slots."""
-    _fields_ = [("kernel", ctypes.c_char_p), ("key", TensorPtr),
-                ("value", TensorPtr), ("batch_indices", TensorPtr),
-                ("positions", TensorPtr), ("kv_indices", TensorPtr),
-                ("kv_indptr", TensorPtr), ("key_cache", TensorPtr),
-                ("value_cache", TensorPtr), ("variant", ctypes.c_int),
-                ("key_scale", TensorPtr), ("value_scale", TensorPtr),
-                ("key_scale_cache", TensorPtr),
-                ("value_scale_cache", TensorPtr)]
+def _address(t):
+    if t is None:
+        return None
+    if isinstance(t, Tensor):
+        return ctypes.addressof(t.dl)
+    if isinstance(t, DLTensor):
+        return ctypes.addressof(t)
+    return ctypes.cast(t, ctypes.c_void_p).value  # a pointer to a DLTensor
+
+
+def append_args(kernel, key, value, slot_mapping, key_cache, value_cache,
+                variant=VARIANT_AUTO, key_scale=None, value_scale=None,
+                key_scale_cache=None, value_scale_cache=None):
+    """kvrt_append_args (tensors: Tensor, DLTensor, a pointer, or None)."""
+    return Args("APPEND", kernel, variant,
+                (key, value, slot_mapping, key_cache, value_cache, key_scale,
+                 value_scale, key_scale_cache, value_scale_cache))
+
+
+def paged_kv_append_args(kernel, key, value, batch_indices, positions,
+                         kv_indices, kv_indptr, key_cache, value_cache,
+                         variant=VARIANT_AUTO, key_scale=None,
+                         value_scale=None, key_scale_cache=None,
+                         value_scale_cache=None):
+    """kvrt_paged_kv_append_args, as append_args."""
+    return Args("PAGED_KV_APPEND", kernel, variant,
+                (key, value, batch_indices, positions, kv_indices, kv_indptr,
+                 key_cache, value_cache, key_scale, value_scale,
+                 key_scale_cache, value_scale_cache))
 
 
 class Tensor:

@@ -18,7 +18,7 @@ CUDA-graph captures take the direct path. kvgen imports without torch.
 import sys
 import threading
 
-from . import _dlpack, _kvrt, compiler, errors
+from . import _dlpack, _ext, _kvrt, compiler, errors
 from .bundle import Bundle, _stream_of
 
 # torch, once kvgen._torch_ops has registered the custom ops (a global, so
@@ -30,12 +30,19 @@ _registered = []
 # Bumped by register(): plans and calls remembered under an older generation
 # are dropped (see _remember).
 _generation = 0
-# Unquantized reshape_and_cache_flash calls by their five descriptions: the
-# bundle and the packed args the first such call made. Every Python check
-# below is a function of the descriptions, so a hit skips them and the
-# packing, never kvrt's validation.
-_calls = {}
-_CALL_ENTRIES = 256
+
+
+def _not_bound(*args):
+    return -1
+
+
+# The extension's fast calls (kvext.c): -1 where they do not handle a call
+# (the Python below does), else kvrt's status. Bound once a call of the op
+# has been remembered (_remember_call).
+_fast_flash = _fast_paged = _fast_mla = _not_bound
+# torch.compiler.is_compiling once torch.ops.kvgen is registered (a traced
+# call must reach the custom op, never the extension); bool() is False.
+_is_compiling = bool
 
 _FP8 = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 _FP8_CACHE = {"fp8_e4m3": ("f8e4m3", ("u8", "f8e4m3")),
@@ -57,7 +64,8 @@ def register(bundle):
         _registered = [bundle] + _registered
         _generation += 1
         _plans.clear()
-        _calls.clear()
+        if _ext._ext is not None:
+            _ext._ext.forget()
 
 
 def _remember(table, key, value, generation, limit=None):
@@ -70,6 +78,41 @@ def _remember(table, key, value, generation, limit=None):
         if limit is not None and len(table) >= limit:
             table.clear()
         table[key] = value
+
+
+def _forget_calls():
+    """Forgets every plan and every call the extension takes (tests)."""
+    with _plans_lock:
+        _plans.clear()
+        if _ext._ext is not None:
+            _ext._ext.forget()
+
+
+def _remember_call(fast, generation, plan, flags, call):
+    """The extension launches calls of `call`'s signature (`call` as its
+    fast function takes it) with `plan`'s kernel from now on, unless
+    register() ran since `generation` was read. Only calls of the direct
+    path with no explicit stream get here, after every check passed."""
+    global _fast_flash, _fast_paged, _fast_mla
+    torch = _torch
+    if torch is not None:
+        # A torch subclass (fake, functional, a user's) stays on the Python
+        # route, which sends it to torch.ops.kvgen.
+        for t in call:
+            if isinstance(t, (tuple, list)):
+                if any(type(x) is not torch.Tensor and
+                       isinstance(x, torch.Tensor) for x in t):
+                    return
+            elif type(t) is not torch.Tensor and isinstance(t, torch.Tensor):
+                return
+    ext = _ext.get()
+    bundle = plan.bundle
+    with _plans_lock:
+        if generation != _generation or bundle._address is None:
+            return
+        if ext.remember(fast, bundle, bundle._address,
+                        bundle._name(plan.kernel), flags, call):
+            _fast_flash, _fast_paged, _fast_mla = ext.flash, ext.paged, ext.mla
 
 
 class _Plan:
@@ -291,11 +334,20 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     (contiguous, per head: head h is stored as x / k_scale[h]); ignored with
     "auto".
     """
-    if stream is None and _torch_route(key):
-        _torch.ops.kvgen.reshape_and_cache_flash(
-            key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
-            k_scale, v_scale)
-        return
+    if stream is None:
+        if not _is_compiling():
+            status = _fast_flash(key, value, key_cache, value_cache,
+                                 slot_mapping, kv_cache_dtype, k_scale,
+                                 v_scale)
+            if status == 0:
+                return
+            if status > 0:
+                _kvrt.check(status)
+        if _torch_route(key):
+            _torch.ops.kvgen.reshape_and_cache_flash(
+                key, value, key_cache, value_cache, slot_mapping,
+                kv_cache_dtype, k_scale, v_scale)
+            return
     _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
                              kv_cache_dtype, k_scale, v_scale, stream)
 
@@ -313,15 +365,6 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     v = describe(value, "value", keep)
     kc = describe(key_cache, "key_cache", keep, True)
     vc = describe(value_cache, "value_cache", keep, True)
-    call = None
-    if k_scale is None and v_scale is None:
-        call = (sm, k, v, kc, vc, kv_cache_dtype)
-        hit = _calls.get(call)
-        if hit is not None:
-            bundle, packed = hit
-            _kvrt.check(bundle._lib_append(bundle._handle, packed.args,
-                                           _stream_of(stream, key, k)))
-            return
     granularity = ks = vs = None
     if kv_cache_dtype in _FP8:
         # Checked before the plan: the granularity chooses the kernel.
@@ -348,13 +391,17 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
         v = v[:5] + ((n,) + v[5][1:], v[6])
     if plan.hnd:
         kc, vc = _hnd_view(kc), _hnd_view(vc)
+    explicit = stream is not None
     stream = _stream_of(stream, key, k)
-    packed = plan.bundle._append(plan.kernel,
-                                 (k, v, sm, kc, vc, ks, vs, None, None), 0,
-                                 stream)
-    if call is not None:
-        _remember(_calls, call, (plan.bundle, packed), generation,
-                  _CALL_ENTRIES)
+    plan.bundle._append(plan.kernel, (k, v, sm, kc, vc, ks, vs, None, None),
+                        0, stream)
+    if not explicit:
+        ext = _ext.get()
+        _remember_call(ext.FAST_FLASH, generation, plan,
+                       (ext.F_HND if plan.hnd else 0) |
+                       (ext.F_SCALES if ks is not None else 0),
+                       (key, value, key_cache, value_cache, slot_mapping,
+                        kv_cache_dtype, k_scale, v_scale))
 
 
 def _cache_dtype(name, kc, kv_cache_dtype, fp8_names, unsupported):
@@ -425,9 +472,27 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
     kv_lora_rank + pe_dim]. slot_mapping: int64 [num_tokens].
     kv_cache_dtype: "auto" (the cache's dtype; f32 <-> f16/bf16 casts
     allowed) or "fp8"/"fp8_e4m3"/"fp8_e5m2" (cache uint8 or float8; stored =
-    x / scale, one per-tensor scale). The direct path only: no
-    torch.ops.kvgen custom op yet (torch.compile would graph-break).
+    x / scale, one per-tensor scale). Under torch.compile, the custom op
+    torch.ops.kvgen.concat_and_cache_mla.
     """
+    if stream is None:
+        if not _is_compiling():
+            status = _fast_mla(kv_c, k_pe, kv_cache, slot_mapping,
+                               kv_cache_dtype, scale)
+            if status == 0:
+                return
+            if status > 0:
+                _kvrt.check(status)
+        if _torch_route(kv_c):
+            _torch.ops.kvgen.concat_and_cache_mla(
+                kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale)
+            return
+    _concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
+                          scale, stream)
+
+
+def _concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
+                          scale, stream):
     if not isinstance(kv_cache_dtype, str):
         raise _bad("kv_cache_dtype: expected a string (auto, fp8, fp8_e4m3, "
                    "fp8_e5m2), got a %s", type(kv_cache_dtype).__name__)
@@ -457,8 +522,15 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
     if p[5][0] != n:
         p = p[:5] + ((n,) + p[5][1:], p[6])
     ks = _scale(scale, "scale", keep) if plan.quantized else None
+    explicit = stream is not None
     plan.bundle._mla_append(plan.kernel, (c, p, sm, kc, ks), 0,
                             _stream_of(stream, kv_c, c))
+    if not explicit:
+        ext = _ext.get()
+        _remember_call(ext.FAST_MLA, generation, plan,
+                       ext.F_SCALES if plan.quantized else 0,
+                       (kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
+                        scale))
 
 
 # FlashInfer ------------------------------------------------------------------
@@ -508,6 +580,14 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions,
     the cache writes nothing (kvrt's checked mode refuses the launch
     instead, naming the token).
     """
+    if stream is None and not _is_compiling():
+        status = _fast_paged(append_key, append_value, batch_indices,
+                             positions, paged_kv_cache, kv_indices, kv_indptr,
+                             kv_layout)
+        if status == 0:
+            return
+        if status > 0:
+            _kvrt.check(status)
     if kv_layout not in ("NHD", "HND"):
         raise _bad("kv_layout: %r is not NHD or HND", kv_layout)
     k_cache, v_cache = _split_paged(paged_kv_cache, kv_layout)
@@ -518,12 +598,13 @@ def append_paged_kv_cache(append_key, append_value, batch_indices, positions,
         return
     _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
                            k_cache, v_cache, kv_indices, kv_indptr, kv_layout,
-                           stream)
+                           stream, paged_kv_cache)
 
 
 def _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
                            k_cache, v_cache, kv_indices, kv_indptr, kv_layout,
-                           stream):
+                           stream, paged_kv_cache=None):
+    generation = _generation
     keep = []
     describe = _dlpack.describe
     k = describe(append_key, "append_key", keep)
@@ -569,11 +650,20 @@ def _append_paged_kv_cache(append_key, append_value, batch_indices, positions,
             "paged_kv_append", kc[1:3], _vllm_layout(hnd), page,
             heads, kc[5][3], source, cache, None)
         plan.hnd, plan.quantized, plan.block_size = hnd, False, page
-        with _plans_lock:
-            _plans[memo] = plan
+        _remember(_plans, memo, plan, generation)
     descs = (k, v) + index + (kc, vc, None, None, None, None)
+    explicit = stream is not None
     stream = _stream_of(stream, append_key, k)
     plan.bundle._paged_kv_append(plan.kernel, descs, 0, stream)
+    if not explicit:
+        ext = _ext.get()
+        if paged_kv_cache is None:
+            paged_kv_cache = (k_cache, v_cache)
+        stacked = not isinstance(paged_kv_cache, (tuple, list))
+        _remember_call(ext.FAST_PAGED, generation, plan,
+                       ext.F_STACKED if stacked else 0,
+                       (append_key, append_value, batch_indices, positions,
+                        paged_kv_cache, kv_indices, kv_indptr, kv_layout))
 
 
 if "torch" in sys.modules:

@@ -1,46 +1,53 @@
-"""kvgen.capi's ctypes structs describe the bytes the package packs with
-struct (what kvrt reads): the same DLTensor, the same kvrt_append_args."""
+"""kvgen.capi: kvrt's args structs for scripts that call libkvrt through
+ctypes, filled by the extension from kvrt.h (no layout spelled in Python).
+A raw kvrt_append through them writes what Bundle.append writes."""
 
 import ctypes
 
-from kvgen import _dlpack, bundle, capi
+import numpy as np
+import pytest
+
+import kvgen
+from kvgen import _kvrt, capi
+
+H, D, BS, NB = 2, 32, 16, 4
 
 
-def test_dltensor_is_the_packed_header():
-    assert ctypes.sizeof(capi.DLTensor) == _dlpack.HEADER_BYTES
-    s = _dlpack.Scratch()
-    desc = (0x1000, capi.CUDA, 3, capi.BFLOAT, 16, (5, 8, 64), (512, 64, 1))
-    addr = s.pack(0, desc)
-    packed = capi.DLTensor.from_address(addr)
-    t = capi.Tensor(0x1000, capi.CUDA, 3, capi.BFLOAT, 16, [5, 8, 64],
-                    [512, 64, 1])
-    header = bytes(s.buf[:_dlpack.HEADER_BYTES])
-    mine = ctypes.string_at(ctypes.addressof(t.dl), _dlpack.HEADER_BYTES)
-    # Equal but for the shape and strides pointers, which point at each
-    # one's own arrays.
-    assert mine[:24] == header[:24] and mine[-8:] == header[-8:]
-    assert (packed.data, packed.ndim, packed.dtype.code, packed.dtype.bits,
-            packed.dtype.lanes) == (0x1000, 3, capi.BFLOAT, 16, 1)
-    assert (packed.device.device_type, packed.device.device_id) == (capi.CUDA,
-                                                                    3)
-    assert list(packed.shape[:3]) == list(t.dl.shape[:3]) == [5, 8, 64]
-    assert list(packed.strides[:3]) == list(t.dl.strides[:3]) == [512, 64, 1]
+def _tensor(a, code, bits):
+    item = a.itemsize
+    return capi.Tensor(a.__array_interface__["data"][0], capi.CPU, 0, code,
+                       bits, list(a.shape), [s // item for s in a.strides])
 
 
-def test_append_args_is_the_packed_struct():
-    assert ctypes.sizeof(capi.AppendArgs) == bundle._APPEND_ARGS.size
-    pointers = [0x100 * (i + 1) for i in range(9)]
-    buf = bytearray(bundle._APPEND_ARGS.size)
-    bundle._APPEND_ARGS.pack_into(buf, 0, 0x42, *pointers[:5],
-                                  capi.VARIANT_VECTOR, *pointers[5:])
-    args = capi.AppendArgs.from_buffer(buf)
-    names = ["key", "value", "slot_mapping", "key_cache", "value_cache",
-             "key_scale", "value_scale", "key_scale_cache",
-             "value_scale_cache"]
-    for name, want in zip(names, pointers):
-        got = ctypes.cast(getattr(args, name), ctypes.c_void_p).value
-        assert got == want, name
-    assert args.variant == capi.VARIANT_VECTOR
-    # The name's address, read without following it.
-    kernel = ctypes.c_void_p.from_buffer(buf, capi.AppendArgs.kernel.offset)
-    assert kernel.value == 0x42
+def test_append_args_launch_through_ctypes():
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="f32", target="host")
+    rng = np.random.default_rng(5)
+    key = rng.standard_normal((3, H, D)).astype(np.float32)
+    value = rng.standard_normal((3, H, D)).astype(np.float32)
+    slots = np.array([1, 17, -1], np.int64)
+    kc, vc = np.zeros((NB, BS, H, D), np.float32), np.zeros((NB, BS, H, D),
+                                                             np.float32)
+    want_k, want_v = np.zeros_like(kc), np.zeros_like(vc)
+    b.append(key, value, slots, want_k, want_v)
+    ts = [_tensor(key, capi.FLOAT, 32), _tensor(value, capi.FLOAT, 32),
+          _tensor(slots, capi.INT, 64), _tensor(kc, capi.FLOAT, 32),
+          _tensor(vc, capi.FLOAT, 32)]
+    name = b.find("append").encode()
+    args = capi.append_args(name, *[t.ref() for t in ts[:3]], ts[3], ts[4].dl,
+                            variant=capi.VARIANT_SCALAR)
+    fn = _kvrt.lib().handle.kvrt_append
+    fn.argtypes = [ctypes.c_void_p] * 3
+    fn.restype = ctypes.c_int
+    assert fn(b._address, args.address, None) == 0
+    assert (kc.view(np.uint32) == want_k.view(np.uint32)).all()
+    assert (vc.view(np.uint32) == want_v.view(np.uint32)).all()
+    # A tensor left out is NULL: kvrt names it.
+    args = capi.append_args(name, ts[0], ts[1], ts[2], ts[3], None)
+    assert fn(b._address, args.address, None) != 0
+    assert b"value_cache" in _kvrt.lib().last_error()
+
+
+def test_args_struct_refuses_too_many_tensors():
+    with pytest.raises(ValueError, match="kvrt_append takes 9 tensors"):
+        capi.Args("APPEND", None, 0, (None,) * 10)

@@ -535,11 +535,9 @@ def no_compiler(fuzz_cache, monkeypatch):
     monkeypatch.delenv("KVGEN_COMPILER", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("KVGEN_CACHE_DIR", fuzz_cache)
-    kvgen.ops._plans.clear()
-    kvgen.ops._calls.clear()
+    kvgen.ops._forget_calls()
     yield
-    kvgen.ops._plans.clear()
-    kvgen.ops._calls.clear()
+    kvgen.ops._forget_calls()
 
 
 def _report(stats, what):

@@ -123,6 +123,12 @@ def test_append_paged_kv_cache_equals_torch(layout, dtype):
     assert torch.equal(_bits(vc), _bits(want_v))
 
 
+def _fast_hits():
+    from kvgen import _ext
+
+    return _ext.get().stats()[0]
+
+
 def test_cuda_graph_replay_with_changed_slots():
     gen = torch.Generator(device=DEV).manual_seed(5)
     dt = torch.bfloat16
@@ -137,10 +143,15 @@ def test_cuda_graph_replay_with_changed_slots():
     with torch.cuda.stream(side):
         _flash(key, value, kc, vc, slots)
     torch.cuda.current_stream().wait_stream(side)
+    _flash(key, value, kc, vc, slots)  # the binding remembers the call
+    hits = _fast_hits()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         kvgen.ops.reshape_and_cache_flash(key, value, kc, vc, slots, "auto",
                                           None, None)
+    # Captured by the binding's C path, on the capture stream (the exchange
+    # API's current_work_stream).
+    assert _fast_hits() == hits + 1
     for step in range(3):
         slots.copy_(_slots(n, gen))
         key.copy_(torch.randn(n, H, D, generator=gen, device=DEV).to(dt))
@@ -230,6 +241,9 @@ def test_launch_follows_the_current_stream():
         key.copy_(torch.randn(n, H, D, generator=gen, device=DEV).to(dt))
         want = _reference(kc, key, slots)
         kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)
+        hits = _fast_hits()
+        kvgen.ops.reshape_and_cache_flash(key, key, kc, vc, slots)  # C's
+        assert _fast_hits() == hits + 1
     torch.cuda.synchronize()
     assert torch.equal(_bits(kc), _bits(want))
 

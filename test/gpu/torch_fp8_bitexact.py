@@ -45,9 +45,7 @@ def load_kvrt(path):
     lib.kvrt_bundle_kernel_manifest.argtypes = [ctypes.c_void_p,
                                                 ctypes.c_size_t]
     lib.kvrt_bundle_kernel_manifest.restype = ctypes.c_char_p
-    lib.kvrt_append.argtypes = [ctypes.c_void_p,
-                                ctypes.POINTER(capi.AppendArgs),
-                                ctypes.c_void_p]
+    lib.kvrt_append.argtypes = [ctypes.c_void_p] * 3
     return lib
 
 
@@ -113,13 +111,10 @@ def check(torch, lib, bundle, entry, scale, as_float8, gen):
     t_vc = capi.torch_tensor(value_cache, cache_code, 8)
     t_ks = capi.torch_tensor(key_scale, capi.FLOAT, 32)
     t_vs = capi.torch_tensor(value_scale, capi.FLOAT, 32)
-    args = capi.AppendArgs(entry["name"].encode(), t_key.ref(), t_value.ref(),
-                           t_slots.ref(), t_kc.ref(), t_vc.ref(),
-                           capi.VARIANT_AUTO, t_ks.ref(),
-                           t_vs.ref(), None, None)
+    args = capi.append_args(entry["name"].encode(), t_key, t_value, t_slots,
+                            t_kc, t_vc, capi.VARIANT_AUTO, t_ks, t_vs)
     stream = torch.cuda.current_stream().cuda_stream
-    status = lib.kvrt_append(bundle, ctypes.byref(args),
-                             ctypes.c_void_p(stream))
+    status = lib.kvrt_append(bundle, args.address, ctypes.c_void_p(stream))
     if status != 0:
         return ["kvrt_append returned %d: %s" %
                 (status, lib.kvrt_last_error().decode())]
