@@ -52,19 +52,6 @@ static Value splat(ImplicitLocOpBuilder &b, Value scalar, Type like) {
   return scalar;
 }
 
-static float quantMax(kv::QuantAttr quant) {
-  switch (quant.getKind()) {
-  case kv::QuantKind::FP8E4M3:
-    return abi::quantMax(abi::QuantKind::FP8E4M3);
-  case kv::QuantKind::FP8E5M2:
-    return abi::quantMax(abi::QuantKind::FP8E5M2);
-  case kv::QuantKind::Int8:
-  case kv::QuantKind::Int4:
-    break;
-  }
-  return abi::quantMax(abi::QuantKind::Int8);
-}
-
 /// An i32 constant of `type`'s shape.
 static Value i32Const(ImplicitLocOpBuilder &b, Type type, uint32_t v) {
   return constLike(b, type, b.getI32IntegerAttr(static_cast<int32_t>(v)));
@@ -167,7 +154,7 @@ static Value emitRounding(ImplicitLocOpBuilder &b, Value y, kv::QuantAttr quant,
   // clamp before it would change no byte and cost two ops an element.
   if (quant.getKind() != kv::QuantKind::Int8)
     return arith::TruncFOp::create(b, target, y);
-  float qmax = quantMax(quant);
+  float qmax = abi::quantMax(quant.getKind());
   // minimumf/maximumf propagate NaN; infinities saturate to +-qmax.
   Value clamped = arith::MinimumFOp::create(
       b, arith::MaximumFOp::create(b, y, f32Const(b, type, -qmax)),
@@ -227,7 +214,8 @@ Value kvgen::emitAbsMaxFinite(ImplicitLocOpBuilder &b, Value x, Value acc) {
 Value kvgen::emitDynamicScale(ImplicitLocOpBuilder &b, Value amax,
                               kv::QuantAttr quant) {
   Type f32 = b.getF32Type();
-  Value s = arith::DivFOp::create(b, amax, f32Const(b, f32, quantMax(quant)));
+  Value s = arith::DivFOp::create(
+      b, amax, f32Const(b, f32, abi::quantMax(quant.getKind())));
   Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, amax,
                                          f32Const(b, f32, 0));
   return arith::SelectOp::create(b, positive, s, f32Const(b, f32, 1));

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Options.h"
+#include "SupportMatrix.h"
 
 #include "kvgen/Conversion/Passes.h"
 #include "kvgen/Pipeline/Bundle.h"
@@ -205,6 +206,8 @@ int main(int argc, char **argv) {
       argc, argv,
       "kvgen: KV-cache append kernels from a cache "
       "description\n");
+  if (supportMatrixRequested())
+    return printSupportMatrix();
   if (failed(checkFlags()))
     return 1;
 

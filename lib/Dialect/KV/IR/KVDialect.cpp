@@ -20,8 +20,6 @@ using namespace kvgen::kv;
 
 #include "kvgen/Dialect/KV/IR/KVOpsDialect.cpp.inc"
 
-#include "kvgen/Dialect/KV/IR/KVEnums.cpp.inc"
-
 FailureOr<LayoutKind> kvgen::kv::parseLayout(AsmParser &parser) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef name;
@@ -106,8 +104,6 @@ Type QuantAttr::getStorageType(MLIRContext *context) const {
     return Float8E5M2Type::get(context);
   case QuantKind::Int8:
     return IntegerType::get(context, 8);
-  case QuantKind::Int4:
-    return IntegerType::get(context, 4);
   }
   llvm_unreachable("unknown quantization kind");
 }
@@ -117,7 +113,7 @@ LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 ScaleMode mode, bool reciprocal) {
   // int4 needs a zero point, two values per byte and a min/max dynamic
   // scale: a different convention, not another storage type.
-  if (kind == QuantKind::Int4)
+  if (kind == kUnsupportedInt4)
     return emitError() << "int4 caches are not supported in this release "
                           "(docs/CONTRACT.md): use fp8_e4m3, fp8_e5m2 or int8";
   // A scale computed in the kernel must be computable from what one program

@@ -1,47 +1,34 @@
-//===- KVAttrs.td - kv dialect enums and attributes --------*- tablegen -*-===//
+//===- KVAttrs.td - kv dialect attributes ------------------*- tablegen -*-===//
 
 #ifndef KVGEN_DIALECT_KV_IR_KVATTRS_TD
 #define KVGEN_DIALECT_KV_IR_KVATTRS_TD
 
 include "kvgen/Dialect/KV/IR/KVDialect.td"
-include "mlir/IR/EnumAttr.td"
+include "mlir/IR/AttrTypeBase.td"
 
-// The cache layouts are the kernel ABI's (include/kvgen/ABI/Layouts.def): a
-// !kv.cache's `layout` is an ::kvgen::abi::Layout (KVTypes.td).
-
-def KV_QuantKind : I32EnumAttr<"QuantKind", "cache element quantization", [
-  I32EnumAttrCase<"FP8E4M3", 0, "fp8_e4m3">,
-  I32EnumAttrCase<"FP8E5M2", 1, "fp8_e5m2">,
-  I32EnumAttrCase<"Int8", 2, "int8">,
-  // Parsed so that the verifier can say why it is refused (see QuantAttr).
-  I32EnumAttrCase<"Int4", 3, "int4">
-]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::kvgen::kv";
+// The cache layouts and the quantization vocabulary are the kernel ABI's
+// (include/kvgen/ABI/Layouts.def, Quant.def): a !kv.cache's `layout` is an
+// ::kvgen::abi::Layout (KVTypes.td), and a #kv.quant's kind, granularity and
+// mode are ::kvgen::abi enums, parsed and printed by their ABI names. The
+// dialect has no list of its own, so the names in a description, in a
+// bundle and in kvrt's messages cannot drift apart.
+class KV_ABIEnumParameter<string enum, string what>
+    : AttrOrTypeParameter<"::kvgen::abi::" # enum,
+                          what # " (include/kvgen/ABI/Quant.def)"> {
+  let parser = "::kvgen::kv::parse" # enum # "($_parser)";
+  let printer = "$_printer << ::kvgen::kv::stringify" # enum # "($_self)";
 }
 
-def KV_ScaleGranularity : I32EnumAttr<"ScaleGranularity",
-    "what one quantization scale covers", [
-  I32EnumAttrCase<"PerTensor", 0, "per_tensor">,
-  I32EnumAttrCase<"PerToken", 1, "per_token">,
-  I32EnumAttrCase<"PerHead", 2, "per_head">,
-  I32EnumAttrCase<"PerTokenHead", 3, "per_token_head">,
-  I32EnumAttrCase<"PerBlock", 4, "per_block">
-]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::kvgen::kv";
-}
-
-def KV_ScaleMode : I32EnumAttr<"ScaleMode", "where the scale comes from", [
-  // Given by the caller, as a tensor of the granularity's shape.
-  I32EnumAttrCase<"Static", 0, "static">,
-  // Computed by the kernel from the values it writes (amax / qmax), and
-  // written out next to the cache.
-  I32EnumAttrCase<"Dynamic", 1, "dynamic">
-]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::kvgen::kv";
-}
+def KV_QuantKind
+    : KV_ABIEnumParameter<"QuantKind", "cache element quantization">;
+def KV_ScaleGranularity
+    : KV_ABIEnumParameter<"ScaleGranularity",
+                          "what one quantization scale covers">;
+// Static: given by the caller, as a tensor of the granularity's shape.
+// Dynamic: computed by the kernel from the values it writes (amax / qmax),
+// and written out next to the cache.
+def KV_ScaleMode
+    : KV_ABIEnumParameter<"ScaleMode", "where the scale comes from">;
 
 class KV_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<KV_Dialect, name, traits> {
@@ -64,9 +51,9 @@ def KV_QuantAttr : KV_Attr<"Quant", "quant"> {
               reciprocal = true>
     ```
   }];
-  let parameters = (ins EnumParameter<KV_QuantKind>:$kind,
-                        EnumParameter<KV_ScaleGranularity>:$granularity,
-                        EnumParameter<KV_ScaleMode>:$mode,
+  let parameters = (ins KV_QuantKind:$kind,
+                        KV_ScaleGranularity:$granularity,
+                        KV_ScaleMode:$mode,
                         DefaultValuedParameter<"bool", "false">:$reciprocal);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

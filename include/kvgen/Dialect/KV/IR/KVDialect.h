@@ -1,6 +1,6 @@
 //===- KVDialect.h - the kv dialect -----------------------------*- C++ -*-===//
 //
-// Declarations of the kv dialect, its enums, attributes, types and ops.
+// Declarations of the kv dialect, its attributes, types and ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,8 @@
 
 #include "kvgen/ABI/ABI.h"
 
+#include <iterator>
+
 namespace kvgen::kv {
 /// The dialect's layouts are the kernel ABI's (include/kvgen/ABI/
 /// Layouts.def): one list for the compiler, kvrt and kvbench.
@@ -26,11 +28,35 @@ inline llvm::StringRef stringifyLayoutKind(LayoutKind layout) {
 /// Parses a layout by its ABI name; an unknown name is an error that lists
 /// the known ones.
 mlir::FailureOr<LayoutKind> parseLayout(mlir::AsmParser &parser);
+
+/// The quantization vocabulary is the kernel ABI's too (include/kvgen/ABI/
+/// Quant.def): #kv.quant's parameters are these enums, by their ABI names.
+using QuantKind = ::kvgen::abi::QuantKind;
+using ScaleGranularity = ::kvgen::abi::ScaleGranularity;
+using ScaleMode = ::kvgen::abi::ScaleMode;
+inline llvm::StringRef stringifyQuantKind(QuantKind kind) {
+  return ::kvgen::abi::quantKindName(kind);
+}
+inline llvm::StringRef stringifyScaleGranularity(ScaleGranularity granularity) {
+  return ::kvgen::abi::granularityName(granularity);
+}
+inline llvm::StringRef stringifyScaleMode(ScaleMode mode) {
+  return ::kvgen::abi::scaleModeName(mode);
+}
+/// What "int4" parses to: a value no ABI kind has, which exists only for
+/// QuantAttr's verifier to refuse with its reason (int4 needs a zero point,
+/// not another storage type). No QuantAttr ever holds it.
+inline constexpr QuantKind kUnsupportedInt4 =
+    static_cast<QuantKind>(std::size(::kvgen::abi::kQuantKindNames));
+/// Parse a quant parameter by its ABI name (a keyword or a string); an
+/// unknown name is an error that lists the known ones.
+mlir::FailureOr<QuantKind> parseQuantKind(mlir::AsmParser &parser);
+mlir::FailureOr<ScaleGranularity>
+parseScaleGranularity(mlir::AsmParser &parser);
+mlir::FailureOr<ScaleMode> parseScaleMode(mlir::AsmParser &parser);
 } // namespace kvgen::kv
 
 #include "kvgen/Dialect/KV/IR/KVOpsDialect.h.inc"
-
-#include "kvgen/Dialect/KV/IR/KVEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "kvgen/Dialect/KV/IR/KVAttrs.h.inc"

@@ -8,17 +8,28 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 
 // Each op is one kernel to generate. They live at module level and are
-// symbols, so a module can describe every kernel of a serving stack.
+// symbols, so a module can describe every kernel of a serving stack. Every
+// op names its cache; the ops that move rows name the rows' element type
+// too (KV_RowsIntoCacheOp, and kv.gather's `to`).
 class KV_KernelOp<string mnemonic> : KV_Op<mnemonic, [Symbol]> {
   let hasVerifier = 1;
-  code commonDecls = [{
+  let extraClassDeclaration = [{
     ::kvgen::kv::CacheType getCacheType() {
       return ::llvm::cast<::kvgen::kv::CacheType>(getCache());
     }
   }];
 }
 
-def KV_AppendOp : KV_KernelOp<"append"> {
+// A kernel that writes rows of `source_type` into the cache:
+// `kv.OP @name : !kv.cache<...> from TYPE`.
+class KV_RowsIntoCacheOp<string mnemonic> : KV_KernelOp<mnemonic> {
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
+}
+
+def KV_AppendOp : KV_RowsIntoCacheOp<"append"> {
   let summary = "Write new K and V rows into the cache through a slot mapping";
   let description = [{
     Generates one kernel that writes both K and V
@@ -32,14 +43,9 @@ def KV_AppendOp : KV_KernelOp<"append"> {
         num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name,
-                       TypeAttrOf<KV_CacheType>:$cache,
-                       TypeAttr:$source_type);
-  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
-  let extraClassDeclaration = commonDecls;
 }
 
-def KV_MlaAppendOp : KV_KernelOp<"mla_append"> {
+def KV_MlaAppendOp : KV_RowsIntoCacheOp<"mla_append"> {
   let summary = "Write kv_c and k_pe rows into an MLA latent cache";
   let description = [{
     Generates one kernel (vLLM's `concat_and_cache_mla`) that writes, for
@@ -55,14 +61,9 @@ def KV_MlaAppendOp : KV_KernelOp<"mla_append"> {
         latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name,
-                       TypeAttrOf<KV_CacheType>:$cache,
-                       TypeAttr:$source_type);
-  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
-  let extraClassDeclaration = commonDecls;
 }
 
-def KV_MlaFusedAppendOp : KV_KernelOp<"mla_fused_append"> {
+def KV_MlaFusedAppendOp : KV_RowsIntoCacheOp<"mla_fused_append"> {
   let summary = "Write kv_c and k_pe rows from the block table and positions";
   let description = [{
     `kv.mla_append` with `kv.fused_append`'s slots: each token's slot is
@@ -77,11 +78,6 @@ def KV_MlaFusedAppendOp : KV_KernelOp<"mla_fused_append"> {
         latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name,
-                       TypeAttrOf<KV_CacheType>:$cache,
-                       TypeAttr:$source_type);
-  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
-  let extraClassDeclaration = commonDecls;
 }
 
 def KV_SlotMappingOp : KV_KernelOp<"slot_mapping"> {
@@ -100,10 +96,9 @@ def KV_SlotMappingOp : KV_KernelOp<"slot_mapping"> {
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<KV_CacheType>:$cache);
   let assemblyFormat = "$sym_name `:` $cache attr-dict";
-  let extraClassDeclaration = commonDecls;
 }
 
-def KV_FusedAppendOp : KV_KernelOp<"fused_append"> {
+def KV_FusedAppendOp : KV_RowsIntoCacheOp<"fused_append"> {
   let summary = "Append straight from the block table and positions";
   let description = [{
     `kv.slot_mapping` and `kv.append` in one kernel, one launch: each token's
@@ -114,14 +109,9 @@ def KV_FusedAppendOp : KV_KernelOp<"fused_append"> {
         num_kv_heads = 1, head_dim = 64, dtype = f16> from f32
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name,
-                       TypeAttrOf<KV_CacheType>:$cache,
-                       TypeAttr:$source_type);
-  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
-  let extraClassDeclaration = commonDecls;
 }
 
-def KV_PagedKvAppendOp : KV_KernelOp<"paged_kv_append"> {
+def KV_PagedKvAppendOp : KV_RowsIntoCacheOp<"paged_kv_append"> {
   let summary = "Append from FlashInfer's ragged page table, one launch";
   let description = [{
     FlashInfer's `append_paged_kv_cache` in one kernel: token `i` goes to
@@ -139,11 +129,6 @@ def KV_PagedKvAppendOp : KV_KernelOp<"paged_kv_append"> {
         from bf16
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name,
-                       TypeAttrOf<KV_CacheType>:$cache,
-                       TypeAttr:$source_type);
-  let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
-  let extraClassDeclaration = commonDecls;
 }
 
 def KV_GatherOp : KV_KernelOp<"gather"> {
@@ -167,7 +152,6 @@ def KV_GatherOp : KV_KernelOp<"gather"> {
                        TypeAttrOf<KV_CacheType>:$cache,
                        TypeAttr:$output_type);
   let assemblyFormat = "$sym_name `:` $cache `to` $output_type attr-dict";
-  let extraClassDeclaration = commonDecls;
 }
 
 #endif // KVGEN_DIALECT_KV_IR_KVOPS_TD
