@@ -20,17 +20,27 @@ from ._load_checks import (_ELF_MAGIC, _refuse_special_file,
 
 _VARIANTS = {"auto": 0, "vector": 1, "scalar": 2, "wide": 3}
 
-# The args structs of kvrt.h, packed in one call. Fields: the kernel name,
-# the tensors, the variant (an enum: int32 plus padding), then the four scale
-# tensors bundle format 2 added at the end (a kvrt that predates them reads
-# only the prefix it knows).
-_APPEND_ARGS = struct.Struct("<6Qi4x4Q")
-_FUSED_ARGS = struct.Struct("<8Qi4x4Q")
-_SLOT_ARGS = struct.Struct("<5Q")
-_GATHER_ARGS = struct.Struct("<6Qi4x4Q")
-_MLA_ARGS = struct.Struct("<5Qi4xQ")
-_MLA_FUSED_ARGS = struct.Struct("<7Qi4xQ")
-_PAGED_ARGS = struct.Struct("<9Qi4x4Q")
+# The args structs of kvrt.h, packed in one call. Fields: struct_size, the
+# kernel name, the tensors, the variant (an enum: int32 plus padding), then
+# the four scale tensors bundle format 2 added at the end.
+class _Args(struct.Struct):
+    """An args struct led by its struct_size (kvrt.h's KVRT_ARGS_INIT), which
+    pack_into fills in: the callers pass the fields after it."""
+
+    def __init__(self, fields):
+        super().__init__("<Q" + fields)
+
+    def pack_into(self, buf, offset, *values):
+        super().pack_into(buf, offset, self.size, *values)
+
+
+_APPEND_ARGS = _Args("6Qi4x4Q")
+_FUSED_ARGS = _Args("8Qi4x4Q")
+_SLOT_ARGS = _Args("5Q")
+_GATHER_ARGS = _Args("6Qi4x4Q")
+_MLA_ARGS = _Args("5Qi4xQ")
+_MLA_FUSED_ARGS = _Args("7Qi4xQ")
+_PAGED_ARGS = _Args("9Qi4x4Q")
 
 
 class _PagedScratch(_dlpack.Scratch):

@@ -49,10 +49,18 @@ class DLTensor(ctypes.Structure):
 TensorPtr = ctypes.POINTER(DLTensor)
 
 
-class AppendArgs(ctypes.Structure):
+class _Args(ctypes.Structure):
+    """An args struct of kvrt.h: struct_size first, set to the struct's size
+    (KVRT_ARGS_INIT); the positional arguments fill the fields after it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(ctypes.sizeof(self), *args, **kwargs)
+
+
+class AppendArgs(_Args):
     """kvrt_append_args. The scale tensors come last, as bundle format 2
     added them; NULL where the kernel takes none."""
-    _fields_ = [("kernel", ctypes.c_char_p), ("key", TensorPtr),
+    _fields_ = [("struct_size", ctypes.c_size_t), ("kernel", ctypes.c_char_p), ("key", TensorPtr),
                 ("value", TensorPtr), ("slot_mapping", TensorPtr),
                 ("key_cache", TensorPtr), ("value_cache", TensorPtr),
                 ("variant", ctypes.c_int), ("key_scale", TensorPtr),
@@ -60,9 +68,9 @@ class AppendArgs(ctypes.Structure):
                 ("value_scale_cache", TensorPtr)]
 
 
-class PagedKvAppendArgs(ctypes.Structure):
+class PagedKvAppendArgs(_Args):
     """kvrt_paged_kv_append_args: FlashInfer's page table for the slots."""
-    _fields_ = [("kernel", ctypes.c_char_p), ("key", TensorPtr),
+    _fields_ = [("struct_size", ctypes.c_size_t), ("kernel", ctypes.c_char_p), ("key", TensorPtr),
                 ("value", TensorPtr), ("batch_indices", TensorPtr),
                 ("positions", TensorPtr), ("kv_indices", TensorPtr),
                 ("kv_indptr", TensorPtr), ("key_cache", TensorPtr),

@@ -3,10 +3,10 @@
 // A launch is planned before anything runs: every DLTensor is checked against
 // the kernel's description (docs/KERNEL-ABI.md, "Tensors kvrt accepts") and
 // turned into a TensorView (shape, strides in elements, first element, extent)
-// from which Packing builds the parameters, in the order of the ABI's
-// parameter lists (include/kvgen/ABI/Params.def). A refusal names the tensor
-// and the rule. Planning touches no driver and allocates nothing unless it
-// refuses.
+// from which Packing.h builds the parameters, in the order of the ABI's
+// parameter lists (include/kvgen/ABI/Params.def). One planner serves every
+// kernel kind, driven by Params.def. A refusal names the tensor and the rule.
+// Planning touches no driver and allocates nothing unless it refuses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,31 +96,16 @@ struct PromiseBreach {
 const KernelDescription &describingKernel(const Manifest &manifest,
                                           const Operation &operation);
 
-Status planAppend(const Manifest &manifest, const Operation &operation,
-                  const OperationSpecs &specs, const kvrt_append_args &args,
-                  LaunchPlan *plan);
-Status planSlotMapping(const Manifest &manifest, const Operation &operation,
-                       const OperationSpecs &specs,
-                       const kvrt_slot_mapping_args &args, LaunchPlan *plan);
-Status planFusedAppend(const Manifest &manifest, const Operation &operation,
-                       const OperationSpecs &specs,
-                       const kvrt_fused_append_args &args, LaunchPlan *plan);
-Status planPagedKvAppend(const Manifest &manifest, const Operation &operation,
-                         const OperationSpecs &specs,
-                         const kvrt_paged_kv_append_args &args,
-                         LaunchPlan *plan);
-/// The tensors of mla_append (slotMapping) and mla_fused_append (blockTable,
-/// queryStartLoc, contextLens; slotMapping null).
-struct MlaTensors {
-  const DLTensor *kvC, *kPe, *slotMapping, *blockTable, *queryStartLoc,
-      *contextLens, *keyCache, *keyScale;
-};
-Status planMla(const Manifest &manifest, const Operation &operation,
-               const OperationSpecs &specs, const MlaTensors &args,
-               LaunchPlan *plan);
-Status planGather(const Manifest &manifest, const Operation &operation,
-                  const OperationSpecs &specs, const kvrt_gather_args &args,
-                  LaunchPlan *plan);
+/// Plans a launch of `operation` from the caller's tensors by parameter
+/// (NULL where not given): checks each buffer of the kind (Params.def's
+/// KVGEN_ABI_KERNEL_PARAM) against its spec, then that they share one device
+/// and their extents agree (KVGEN_ABI_EXTENT), the scales the description
+/// takes, and that what the kind writes (KVGEN_ABI_KERNEL_WRITES) aliases
+/// nothing else; reads the scalars off the buffers (KVGEN_ABI_EXTENT,
+/// KVGEN_ABI_STRIDE) and packs them (Packing.h).
+Status planLaunch(const Manifest &manifest, const Operation &operation,
+                  const OperationSpecs &specs,
+                  const DLTensor *const given[kNumParamIds], LaunchPlan *plan);
 
 /// Whether every promised tensor meets `vector`'s promise; the first breach
 /// otherwise. Allocates nothing: AUTO falls back without a message.
