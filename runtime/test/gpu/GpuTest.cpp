@@ -118,9 +118,9 @@ protected:
   }
 
   kvrt_status append(kvrt_stream stream = nullptr) {
-    args = {nullptr,          keyTensor.get(), valueTensor.get(),
-            slotTensor.get(), kcTensor.get(),  vcTensor.get(),
-            KVRT_VARIANT_AUTO};
+    args = {sizeof(kvrt_append_args), nullptr,          keyTensor.get(),
+            valueTensor.get(),        slotTensor.get(), kcTensor.get(),
+            vcTensor.get(),           KVRT_VARIANT_AUTO};
     return kvrt_append(bundle, &args, stream);
   }
 
