@@ -139,7 +139,8 @@ static Status checkCaches(const KernelDescription &kernel,
                         "key_cache holds K at index 0 and V at index 1 of its "
                         "second dimension",
                         layout.name, kernel.name.c_str());
-    KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->stacked));
+    KVRT_RETURN_IF_ERROR(
+        checkTensor(keyCache, specs[Param::KeyCache], &out->stacked));
     stackedView(out->stacked, 0, "key_cache[:, 0]", &out->key);
     stackedView(out->stacked, 1, "key_cache[:, 1]", &out->value);
     out->whole[0] = &out->stacked;
@@ -149,13 +150,16 @@ static Status checkCaches(const KernelDescription &kernel,
   if (!cache.hasValue()) {
     if (valueCache)
       return refuseValue("value_cache", kernel);
-    KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->key));
+    KVRT_RETURN_IF_ERROR(
+        checkTensor(keyCache, specs[Param::KeyCache], &out->key));
     out->whole[0] = &out->key;
     out->numWhole = 1;
     return Status();
   }
-  KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->key));
-  KVRT_RETURN_IF_ERROR(checkTensor(valueCache, specs.valueCache, &out->value));
+  KVRT_RETURN_IF_ERROR(
+      checkTensor(keyCache, specs[Param::KeyCache], &out->key));
+  KVRT_RETURN_IF_ERROR(
+      checkTensor(valueCache, specs[Param::ValueCache], &out->value));
   KVRT_RETURN_IF_ERROR(checkSameDevice(out->key, out->value));
   KVRT_RETURN_IF_ERROR(
       checkSameExtent(out->key, 0, out->value, 0, layout.blocksName()));
@@ -207,9 +211,9 @@ static Status checkScales(const KernelDescription &kernel,
   if (quantization == Quantization::None)
     return Status();
 
-  const TensorSpec *scaleSpecs[4] = {&specs.keyScale, &specs.valueScale,
-                                     &specs.keyScaleCache,
-                                     &specs.valueScaleCache};
+  const TensorSpec *scaleSpecs[4] = {
+      &specs[Param::KeyScale], &specs[Param::ValueScale],
+      &specs[Param::KeyScaleCache], &specs[Param::ValueScaleCache]};
   const Param params[4] = {Param::KeyScale, Param::ValueScale,
                            Param::KeyScaleCache, Param::ValueScaleCache};
   const TensorView &cacheView = caches->key;
@@ -252,41 +256,6 @@ static Status checkScales(const KernelDescription &kernel,
 //===----------------------------------------------------------------------===//
 // The plan
 //===----------------------------------------------------------------------===//
-
-/// The spec of a buffer that is neither a cache nor a scale.
-static const TensorSpec &specOf(const OperationSpecs &specs, Param param) {
-  const IndexSpecs &index = indexSpecs();
-  switch (param) {
-  case Param::Key:
-    return specs.key;
-  case Param::Value:
-    return specs.value;
-  case Param::KeyOut:
-    return specs.keyOut;
-  case Param::ValueOut:
-    return specs.valueOut;
-  case Param::KvC:
-    return specs.kvC;
-  case Param::KPe:
-    return specs.kPe;
-  case Param::SlotMapping:
-    return index.slotMapping;
-  case Param::BlockTable:
-    return index.blockTable;
-  case Param::QueryStartLoc:
-    return index.queryStartLoc;
-  case Param::ContextLens:
-    return index.contextLens;
-  case Param::BatchIndices:
-    return index.batchIndices;
-  case Param::Positions:
-    return index.positions;
-  case Param::KvIndices:
-    return index.kvIndices;
-  default:
-    return index.kvIndptr;
-  }
-}
 
 /// The stride of `view` along `axis`; a cache's axes per docs/KERNEL-ABI.md's
 /// offset table, read at the layout's axes (of the K or V view, for a
@@ -361,8 +330,8 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
       continue;
     }
     TensorView &view = views[static_cast<int>(param.id)];
-    KVRT_RETURN_IF_ERROR(checkTensor(given[static_cast<int>(param.id)],
-                                     specOf(specs, param.id), &view));
+    KVRT_RETURN_IF_ERROR(
+        checkTensor(given[static_cast<int>(param.id)], specs[param.id], &view));
     values.set(param.id, view);
     whole.add(view, param.id);
   }

@@ -30,29 +30,22 @@ static_assert(kMaxParams >= static_cast<int>(abi::maxParams()),
 constexpr int kNumParamIds =
     static_cast<int>(sizeof(abi::kParams) / sizeof(abi::kParams[0]));
 
-/// The specs of a description's tensors whose dtype and shape the description
-/// fixes. Scales are specs of their granularity; NULL-able by the caller
-/// only where the description does not take them.
+/// The spec of each buffer of a description's launches, by abi::Param: the
+/// rows, caches and scales (specs of their granularity) as the description
+/// fixes them, the index tensors as the ABI does. A spec the description
+/// does not use is left empty.
 struct OperationSpecs {
-  TensorSpec key, value, keyCache, valueCache;
-  /// gather: [num_tokens, num_kv_heads, head_dim] of output_dtype.
-  TensorSpec keyOut, valueOut;
-  /// mla_append: kv_c [num_tokens, kv_lora_rank], k_pe [num_tokens,
-  /// rope_dim]; keyCache is then [num_blocks, block_size, entry].
-  TensorSpec kvC, kPe;
-  /// Static scales and dynamic scale caches (quantized descriptions).
-  TensorSpec keyScale, valueScale, keyScaleCache, valueScaleCache;
+  TensorSpec byParam[kNumParamIds];
+
+  TensorSpec &operator[](abi::Param param) {
+    return byParam[static_cast<int>(param)];
+  }
+  const TensorSpec &operator[](abi::Param param) const {
+    return byParam[static_cast<int>(param)];
+  }
 };
 
 OperationSpecs makeSpecs(const KernelDescription &kernel);
-
-/// The index tensors' specs: fixed by the ABI.
-struct IndexSpecs {
-  TensorSpec slotMapping, blockTable, queryStartLoc, contextLens;
-  /// paged_kv_append's page table (FlashInfer's names).
-  TensorSpec batchIndices, positions, kvIndices, kvIndptr;
-};
-const IndexSpecs &indexSpecs();
 
 /// A launch that passed every check: the buffers in ABI order, the i32
 /// scalars in ABI order, and the tensors the vector promise covers.
