@@ -3,14 +3,40 @@
 #include "Packing.h"
 
 #include "Limits.h"
-#include "ParamList.h"
 
 #include <algorithm>
 #include <iterator>
+#include <memory>
 
 namespace kvrt::impl {
 
 using abi::Param;
+
+namespace {
+constexpr int kNumKinds = static_cast<int>(std::size(abi::kKindNames));
+constexpr int kNumQuantizations = 3;
+} // namespace
+
+const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly) {
+  static const auto lists = [] {
+    auto all = std::make_unique<ParamList[]>(kNumKinds * kNumQuantizations * 2);
+    for (int k = 0; k < kNumKinds; ++k)
+      for (int q = 0; q < kNumQuantizations; ++q)
+        for (int only = 0; only < 2; ++only) {
+          ParamList &list = all[(k * kNumQuantizations + q) * 2 + only];
+          abi::forEachParam(static_cast<KernelKind>(k),
+                            static_cast<Quantization>(q), only != 0,
+                            [&](const abi::ParamInfo &param) {
+                              list.params[list.count++] = &param;
+                            });
+        }
+    return all;
+  }();
+  return lists[(static_cast<int>(kind) * kNumQuantizations +
+                static_cast<int>(quant)) *
+                   2 +
+               (kOnly ? 1 : 0)];
+}
 
 /// The elements one step of `view`'s outermost dimension (a token of a row
 /// tensor, a block or row of a cache) spans: the furthest offset reached

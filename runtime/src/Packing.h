@@ -19,6 +19,16 @@
 
 namespace kvrt::impl {
 
+/// One description's parameters, in ABI order (buffers first). Walking the
+/// ABI's table of every kind's parameters for each launch that plans cost
+/// more than the packing itself, so each (kind, quantization, K-only) list
+/// is made once, on first use.
+struct ParamList {
+  const abi::ParamInfo *params[kMaxParams];
+  int count = 0;
+};
+const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly);
+
 /// The value of each parameter of one launch, by abi::Param.
 struct ParamValues {
   const TensorView *views[kNumParamIds] = {};

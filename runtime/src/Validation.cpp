@@ -12,7 +12,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "Packing.h"
-#include "ParamList.h"
 
 #include <algorithm>
 
