@@ -114,6 +114,7 @@ void GeneratedAppend::prepare(int64_t tokens,
   args.assign(sets.size(), kvrt_append_args{});
   for (size_t i = 0; i < sets.size(); ++i) {
     kvrt_append_args &a = args[i];
+    a.struct_size = sizeof(a);
     a.kernel = kernelName.c_str();
     a.key = &keys[i];
     // A K-only cache takes no V at all (kvrt refuses one by name).

@@ -90,6 +90,7 @@ void MlaAppend::prepare(int64_t tokens, const std::vector<SetPointers> &sets) {
   args.assign(sets.size(), kvrt_mla_append_args{});
   for (size_t i = 0; i < sets.size(); ++i) {
     kvrt_mla_append_args &a = args[i];
+    a.struct_size = sizeof(a);
     a.kernel = kernelName.c_str();
     a.kv_c = &kvCs[i];
     a.k_pe = &kPes[i];

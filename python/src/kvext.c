@@ -27,11 +27,12 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Every args struct is declared and zeroed here, so that a field kvrt adds
- * in front of all of them (a size, say) is set in one place. */
+/* Every args struct is declared here: zeroed, with its struct_size set as
+ * kvrt.h's KVRT_ARGS_INIT does, in one place. */
 #define KVEXT_ARGS(type, var)                                                  \
   type var;                                                                    \
-  memset(&var, 0, sizeof(var))
+  memset(&var, 0, sizeof(var));                                                \
+  var.struct_size = sizeof(var)
 
 enum {
   MAX_RANK = 5,

@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
     if (s == 0) {
       // Prefill: build the slot mapping on the device, then append.
       Tensor slots(kI64, {step.numTokens});
-      kvrt_slot_mapping_args slotArgs = {};
+      kvrt_slot_mapping_args slotArgs = KVRT_ARGS_INIT(kvrt_slot_mapping_args);
       slotArgs.kernel = slotMapping.c_str();
       slotArgs.block_table = &blockTable.dl;
       slotArgs.query_start_loc = &queryStartLoc.dl;
@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
       slotArgs.slot_mapping = &slots.dl;
       check(kvrt_build_slot_mapping(bundle, &slotArgs, stream),
             "kvrt_build_slot_mapping");
-      kvrt_append_args args = {};
+      kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
       args.kernel = append.c_str();
       args.key = &kv.key;
       args.value = &kv.value;
@@ -274,7 +274,7 @@ int main(int argc, char **argv) {
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     } else {
       // Decode: one launch from the block table.
-      kvrt_fused_append_args args = {};
+      kvrt_fused_append_args args = KVRT_ARGS_INIT(kvrt_fused_append_args);
       args.kernel = fused.c_str();
       args.key = &kv.key;
       args.value = &kv.value;

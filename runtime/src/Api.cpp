@@ -1,5 +1,4 @@
-//===- Api.cpp - the C ABI of kvrt
-//-----------------------------------------===//
+//===- Api.cpp - the C ABI of kvrt ----------------------------------------===//
 //
 // Thin: each entry point runs its implementation inside a catch-all, so that
 // no C++ exception crosses into a C caller, and publishes a failing status as
@@ -93,46 +92,13 @@ kvrt_status kvrt_bundle_set_programmatic_launch(kvrt_bundle *bundle,
   return guarded([&] { return setProgrammaticLaunch(bundle, enabled); });
 }
 
-kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
-                        kvrt_stream stream) {
-  return guarded([&] { return append(bundle, args, stream); });
-}
-
-kvrt_status kvrt_build_slot_mapping(kvrt_bundle *bundle,
-                                    const kvrt_slot_mapping_args *args,
-                                    kvrt_stream stream) {
-  return guarded([&] { return buildSlotMapping(bundle, args, stream); });
-}
-
-kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
-                              const kvrt_fused_append_args *args,
-                              kvrt_stream stream) {
-  return guarded([&] { return fusedAppend(bundle, args, stream); });
-}
-
-kvrt_status kvrt_paged_kv_append(kvrt_bundle *bundle,
-                                 const kvrt_paged_kv_append_args *args,
-                                 kvrt_stream stream) {
-  return guarded([&] { return pagedKvAppend(bundle, args, stream); });
-}
+// kvrt_append, kvrt_gather, ...: one per args struct (Args.h).
+#define KVRT_LAUNCH_ENTRY(Struct, Kind, FirstSize, Entry)                      \
+  kvrt_status Entry(kvrt_bundle *bundle, const Struct *args,                   \
+                    kvrt_stream stream) {                                      \
+    return guarded([&] { return launch(bundle, args, stream); });              \
+  }
+KVRT_FOR_EACH_ARGS(KVRT_LAUNCH_ENTRY)
+#undef KVRT_LAUNCH_ENTRY
 
 } // extern "C"
-
-extern "C" kvrt_status kvrt_gather(kvrt_bundle *bundle,
-                                   const kvrt_gather_args *args,
-                                   kvrt_stream stream) {
-  return guarded([&] { return gather(bundle, args, stream); });
-}
-
-extern "C" kvrt_status kvrt_mla_append(kvrt_bundle *bundle,
-                                       const kvrt_mla_append_args *args,
-                                       kvrt_stream stream) {
-  return guarded([&] { return mlaAppend(bundle, args, stream); });
-}
-
-extern "C" kvrt_status
-kvrt_mla_fused_append(kvrt_bundle *bundle,
-                      const kvrt_mla_fused_append_args *args,
-                      kvrt_stream stream) {
-  return guarded([&] { return mlaFusedAppend(bundle, args, stream); });
-}

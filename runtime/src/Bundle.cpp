@@ -317,29 +317,52 @@ static Status run(kvrt_bundle &bundle, const LaunchPlan &plan,
   return bundle.gpu.launch(plan, kernel, params, stream, programmatic);
 }
 
-template <typename Args, typename Planner>
-static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
-                         const kvrt_variant *variantField, kvrt_stream stream,
-                         Planner planner) {
-  if (!bundle)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
+/// The caller's struct as this kvrt knows it: refused below its first
+/// version's size; the fields past the caller's struct_size (a kvrt newer
+/// than the caller's header) read as zero, a newer caller's extra ones are
+/// not read.
+template <typename Args> static Status readArgs(const Args *args, Args *out) {
   if (!args)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "args: is NULL");
+  size_t size = args->struct_size;
+  if (size < ArgsInfo<Args>::minimum)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                      "args: struct_size is %zu, smaller than any %s (%zu "
+                      "bytes); set it to sizeof(%s), as KVRT_ARGS_INIT does",
+                      size, ArgsInfo<Args>::name, ArgsInfo<Args>::minimum,
+                      ArgsInfo<Args>::name);
+  *out = Args();
+  std::memcpy(static_cast<void *>(out), args, std::min(size, sizeof(Args)));
+  return Status();
+}
+
+template <typename Args>
+Status launch(kvrt_bundle *bundle, const Args *given, kvrt_stream stream) {
+  if (!bundle)
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "bundle: is NULL");
+  Args args;
+  KVRT_RETURN_IF_ERROR(readArgs(given, &args));
   kvrt_variant variant = KVRT_VARIANT_AUTO;
-  KVRT_RETURN_IF_ERROR(readVariant(variantField, &variant));
+  if constexpr (HasVariant<Args>::value)
+    KVRT_RETURN_IF_ERROR(readVariant(&args.variant, &variant));
+  constexpr KernelKind kind = ArgsInfo<Args>::kind;
   // The same arguments as a launch this thread planned: the same plan.
-  LaunchKey key(bundle->id, kind, args->kernel);
-  addArguments(key, *args);
+  LaunchKey key(bundle->id, kind, args.kernel);
+  addArguments(key, args);
   const LaunchPlan *remembered = PlanCache::find(key);
   LaunchPlan fresh;
   if (!remembered) {
     const Operation *operation = nullptr;
     KVRT_RETURN_IF_ERROR(
-        findOperation(bundle->manifest, kind, args->kernel, &operation));
-    const OperationSpecs &specs =
-        bundle->specs[operation - bundle->manifest.operations.data()];
-    KVRT_RETURN_IF_ERROR(
-        planner(bundle->manifest, *operation, specs, *args, &fresh));
+        findOperation(bundle->manifest, kind, args.kernel, &operation));
+    const DLTensor *tensors[kNumParamIds] = {};
+    forEachTensor(args, [&](const DLTensor *tensor, abi::Param param) {
+      tensors[static_cast<int>(param)] = tensor;
+    });
+    KVRT_RETURN_IF_ERROR(planLaunch(
+        bundle->manifest, *operation,
+        bundle->specs[operation - bundle->manifest.operations.data()], tensors,
+        &fresh));
     PlanCache::remember(key, fresh);
   }
   const LaunchPlan &plan = remembered ? *remembered : fresh;
@@ -358,65 +381,9 @@ static Status launchKind(kvrt_bundle *bundle, const Args *args, KernelKind kind,
   return run(*bundle, plan, variant, stream);
 }
 
-Status append(kvrt_bundle *bundle, const kvrt_append_args *args,
-              kvrt_stream stream) {
-  return launchKind(bundle, args, KernelKind::Append,
-                    args ? &args->variant : nullptr, stream, planAppend);
-}
-
-Status buildSlotMapping(kvrt_bundle *bundle, const kvrt_slot_mapping_args *args,
-                        kvrt_stream stream) {
-  return launchKind(bundle, args, KernelKind::SlotMapping, nullptr, stream,
-                    planSlotMapping);
-}
-
-Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
-                   kvrt_stream stream) {
-  return launchKind(bundle, args, KernelKind::FusedAppend,
-                    args ? &args->variant : nullptr, stream, planFusedAppend);
-}
-
-Status pagedKvAppend(kvrt_bundle *bundle, const kvrt_paged_kv_append_args *args,
-                     kvrt_stream stream) {
-  return launchKind(bundle, args, KernelKind::PagedKvAppend,
-                    args ? &args->variant : nullptr, stream, planPagedKvAppend);
-}
-
-Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
-              kvrt_stream stream) {
-  return launchKind(bundle, args, KernelKind::Gather,
-                    args ? &args->variant : nullptr, stream, planGather);
-}
-
-Status mlaAppend(kvrt_bundle *bundle, const kvrt_mla_append_args *args,
-                 kvrt_stream stream) {
-  return launchKind(bundle, args, KernelKind::MlaAppend,
-                    args ? &args->variant : nullptr, stream,
-                    [](const Manifest &manifest, const Operation &operation,
-                       const OperationSpecs &specs,
-                       const kvrt_mla_append_args &a, LaunchPlan *plan) {
-                      return planMla(manifest, operation, specs,
-                                     {a.kv_c, a.k_pe, a.slot_mapping, nullptr,
-                                      nullptr, nullptr, a.key_cache,
-                                      a.key_scale},
-                                     plan);
-                    });
-}
-
-Status mlaFusedAppend(kvrt_bundle *bundle,
-                      const kvrt_mla_fused_append_args *args,
-                      kvrt_stream stream) {
-  return launchKind(bundle, args, KernelKind::MlaFusedAppend,
-                    args ? &args->variant : nullptr, stream,
-                    [](const Manifest &manifest, const Operation &operation,
-                       const OperationSpecs &specs,
-                       const kvrt_mla_fused_append_args &a, LaunchPlan *plan) {
-                      return planMla(manifest, operation, specs,
-                                     {a.kv_c, a.k_pe, nullptr, a.block_table,
-                                      a.query_start_loc, a.context_lens,
-                                      a.key_cache, a.key_scale},
-                                     plan);
-                    });
-}
+#define KVRT_INSTANTIATE_LAUNCH(Struct, Kind, FirstSize, Entry)                \
+  template Status launch(kvrt_bundle *, const Struct *, kvrt_stream);
+KVRT_FOR_EACH_ARGS(KVRT_INSTANTIATE_LAUNCH)
+#undef KVRT_INSTANTIATE_LAUNCH
 
 } // namespace kvrt::impl

@@ -1,9 +1,9 @@
-//===- Bundle.h - kvrt_bundle and the launches
-//-----------------------------===//
+//===- Bundle.h - kvrt_bundle and the launches ------------------*- C++ -*-===//
 
 #ifndef KVRT_SRC_BUNDLE_H
 #define KVRT_SRC_BUNDLE_H
 
+#include "Args.h"
 #include "Checked.h"
 #include "GpuLauncher.h"
 #include "Manifest.h"
@@ -54,21 +54,9 @@ Status setChecked(kvrt_bundle *bundle, int enabled);
 Status setProgrammaticLaunch(kvrt_bundle *bundle, int enabled);
 Status setHostKernel(kvrt_bundle *bundle, const char *kernelName,
                      kvrt_host_kernel fn);
-Status append(kvrt_bundle *bundle, const kvrt_append_args *args,
-              kvrt_stream stream);
-Status buildSlotMapping(kvrt_bundle *bundle, const kvrt_slot_mapping_args *args,
-                        kvrt_stream stream);
-Status fusedAppend(kvrt_bundle *bundle, const kvrt_fused_append_args *args,
-                   kvrt_stream stream);
-Status gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
-              kvrt_stream stream);
-Status pagedKvAppend(kvrt_bundle *bundle, const kvrt_paged_kv_append_args *args,
-                     kvrt_stream stream);
-Status mlaAppend(kvrt_bundle *bundle, const kvrt_mla_append_args *args,
-                 kvrt_stream stream);
-Status mlaFusedAppend(kvrt_bundle *bundle,
-                      const kvrt_mla_fused_append_args *args,
-                      kvrt_stream stream);
+/// Plans (or finds the plan of) a launch of any kind and runs it.
+template <typename Args>
+Status launch(kvrt_bundle *bundle, const Args *args, kvrt_stream stream);
 
 } // namespace kvrt::impl
 

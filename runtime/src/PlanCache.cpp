@@ -86,67 +86,6 @@ bool LaunchKey::operator==(const LaunchKey &other) const {
                      2 * tensorCount * sizeof(uint64_t)) == 0;
 }
 
-/// The variant's bits (a C caller may store any int there).
-static uint64_t variantBits(const kvrt_variant &variant) {
-  int raw = 0;
-  std::memcpy(&raw, &variant, sizeof(raw));
-  return static_cast<uint32_t>(raw);
-}
-
-void addArguments(LaunchKey &key, const kvrt_append_args &a) {
-  for (const DLTensor *t :
-       {a.key, a.value, a.slot_mapping, a.key_cache, a.value_cache, a.key_scale,
-        a.value_scale, a.key_scale_cache, a.value_scale_cache})
-    key.addTensor(t);
-  key.addWord(variantBits(a.variant));
-}
-
-void addArguments(LaunchKey &key, const kvrt_slot_mapping_args &a) {
-  for (const DLTensor *t :
-       {a.block_table, a.query_start_loc, a.context_lens, a.slot_mapping})
-    key.addTensor(t);
-}
-
-void addArguments(LaunchKey &key, const kvrt_fused_append_args &a) {
-  for (const DLTensor *t :
-       {a.key, a.value, a.block_table, a.query_start_loc, a.context_lens,
-        a.key_cache, a.value_cache, a.key_scale, a.value_scale,
-        a.key_scale_cache, a.value_scale_cache})
-    key.addTensor(t);
-  key.addWord(variantBits(a.variant));
-}
-
-void addArguments(LaunchKey &key, const kvrt_paged_kv_append_args &a) {
-  for (const DLTensor *t :
-       {a.key, a.value, a.batch_indices, a.positions, a.kv_indices, a.kv_indptr,
-        a.key_cache, a.value_cache, a.key_scale, a.value_scale,
-        a.key_scale_cache, a.value_scale_cache})
-    key.addTensor(t);
-  key.addWord(variantBits(a.variant));
-}
-
-void addArguments(LaunchKey &key, const kvrt_gather_args &a) {
-  for (const DLTensor *t :
-       {a.key_cache, a.value_cache, a.slot_mapping, a.key_out, a.value_out,
-        a.key_scale, a.value_scale, a.key_scale_cache, a.value_scale_cache})
-    key.addTensor(t);
-  key.addWord(variantBits(a.variant));
-}
-
-void addArguments(LaunchKey &key, const kvrt_mla_append_args &a) {
-  for (const DLTensor *t :
-       {a.kv_c, a.k_pe, a.slot_mapping, a.key_cache, a.key_scale})
-    key.addTensor(t);
-  key.addWord(variantBits(a.variant));
-}
-
-void addArguments(LaunchKey &key, const kvrt_mla_fused_append_args &a) {
-  for (const DLTensor *t : {a.kv_c, a.k_pe, a.block_table, a.query_start_loc,
-                            a.context_lens, a.key_cache, a.key_scale})
-    key.addTensor(t);
-  key.addWord(variantBits(a.variant));
-}
-
 namespace {
 
 /// How a plan moves to new addresses: each buffer's argument tensor and its

@@ -30,9 +30,11 @@
 #ifndef KVRT_SRC_PLANCACHE_H
 #define KVRT_SRC_PLANCACHE_H
 
+#include "Args.h"
 #include "Validation.h"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace kvrt::impl {
@@ -93,14 +95,17 @@ private:
   bool ok = true;
 };
 
-/// Adds every tensor of a launch's arguments, and its variant's bits.
-void addArguments(LaunchKey &key, const kvrt_append_args &args);
-void addArguments(LaunchKey &key, const kvrt_slot_mapping_args &args);
-void addArguments(LaunchKey &key, const kvrt_fused_append_args &args);
-void addArguments(LaunchKey &key, const kvrt_gather_args &args);
-void addArguments(LaunchKey &key, const kvrt_paged_kv_append_args &args);
-void addArguments(LaunchKey &key, const kvrt_mla_append_args &args);
-void addArguments(LaunchKey &key, const kvrt_mla_fused_append_args &args);
+/// Adds every tensor of a launch's arguments, and its variant's bits (a C
+/// caller may store any int there).
+template <typename Args> void addArguments(LaunchKey &key, const Args &args) {
+  forEachTensor(
+      args, [&](const DLTensor *tensor, abi::Param) { key.addTensor(tensor); });
+  if constexpr (HasVariant<Args>::value) {
+    int raw = 0;
+    std::memcpy(&raw, &args.variant, sizeof(raw));
+    key.addWord(static_cast<uint32_t>(raw));
+  }
+}
 
 /// The calling thread's remembered plans.
 class PlanCache {

@@ -51,32 +51,37 @@ static TensorSpec indexSpec(const char *name, DType dtype,
 
 namespace {
 /// Built once per process.
-struct AbiIndexSpecs : IndexSpecs {
+struct AbiIndexSpecs : OperationSpecs {
   AbiIndexSpecs() {
-    slotMapping = indexSpec("slot_mapping", DType::I64, "[num_tokens] (int64)",
-                            {"num_tokens"});
-    blockTable = indexSpec("block_table", DType::I32,
-                           "[num_reqs, max_blocks_per_req] (int32)",
-                           {"num_reqs", "max_blocks_per_req"});
-    blockTable.innerStrideRule = "a block table row must be contiguous "
-                                 "(inner stride 1)";
-    queryStartLoc = indexSpec("query_start_loc", DType::I32,
-                              "[num_reqs + 1] (int32)", {"num_reqs + 1"});
-    contextLens = indexSpec("context_lens", DType::I32, "[num_reqs] (int32)",
-                            {"num_reqs"});
-    batchIndices = indexSpec("batch_indices", DType::I32,
-                             "[num_tokens] (int32)", {"num_tokens"});
-    positions = indexSpec("positions", DType::I32, "[num_tokens] (int32)",
-                          {"num_tokens"});
-    kvIndices = indexSpec("kv_indices", DType::I32, "[num_indices] (int32)",
-                          {"num_indices"});
-    kvIndptr = indexSpec("kv_indptr", DType::I32, "[batch_size + 1] (int32)",
-                         {"batch_size + 1"});
+    using abi::Param;
+    OperationSpecs &s = *this;
+    s[Param::SlotMapping] = indexSpec("slot_mapping", DType::I64,
+                                      "[num_tokens] (int64)", {"num_tokens"});
+    s[Param::BlockTable] = indexSpec("block_table", DType::I32,
+                                     "[num_reqs, max_blocks_per_req] (int32)",
+                                     {"num_reqs", "max_blocks_per_req"});
+    s[Param::BlockTable].innerStrideRule =
+        "a block table row must be contiguous (inner stride 1)";
+    s[Param::QueryStartLoc] =
+        indexSpec("query_start_loc", DType::I32, "[num_reqs + 1] (int32)",
+                  {"num_reqs + 1"});
+    s[Param::ContextLens] = indexSpec("context_lens", DType::I32,
+                                      "[num_reqs] (int32)", {"num_reqs"});
+    s[Param::BatchIndices] = indexSpec("batch_indices", DType::I32,
+                                       "[num_tokens] (int32)", {"num_tokens"});
+    s[Param::Positions] = indexSpec("positions", DType::I32,
+                                    "[num_tokens] (int32)", {"num_tokens"});
+    s[Param::KvIndices] = indexSpec("kv_indices", DType::I32,
+                                    "[num_indices] (int32)", {"num_indices"});
+    s[Param::KvIndptr] =
+        indexSpec("kv_indptr", DType::I32, "[batch_size + 1] (int32)",
+                  {"batch_size + 1"});
   }
 };
 } // namespace
 
-const IndexSpecs &indexSpecs() {
+/// The index tensors' specs, fixed by the ABI.
+static const OperationSpecs &indexSpecs() {
   static const AbiIndexSpecs specs;
   return specs;
 }
@@ -248,26 +253,29 @@ static TensorSpec partSpec(const char *name, const KernelDescription &kernel,
 }
 
 OperationSpecs makeSpecs(const KernelDescription &kernel) {
-  OperationSpecs specs;
+  using abi::Param;
+  OperationSpecs specs = indexSpecs();
   if (kernel.kind == KernelKind::SlotMapping)
     return specs;
-  specs.key = rowsSpec("key", kernel, kernel.sourceDtype);
-  specs.value = rowsSpec("value", kernel, kernel.sourceDtype);
-  specs.keyOut = rowsSpec("key_out", kernel, kernel.outputDtype);
-  specs.valueOut = rowsSpec("value_out", kernel, kernel.outputDtype);
-  specs.keyCache = cacheSpec("key_cache", kernel, /*isValue=*/false);
+  specs[Param::Key] = rowsSpec("key", kernel, kernel.sourceDtype);
+  specs[Param::Value] = rowsSpec("value", kernel, kernel.sourceDtype);
+  specs[Param::KeyOut] = rowsSpec("key_out", kernel, kernel.outputDtype);
+  specs[Param::ValueOut] = rowsSpec("value_out", kernel, kernel.outputDtype);
+  specs[Param::KeyCache] = cacheSpec("key_cache", kernel, /*isValue=*/false);
   if (kernel.cache.latent) {
-    specs.kvC = partSpec("kv_c", kernel, "kv_lora_rank",
-                         kernel.cache.kvLoraRank, "[num_tokens, kv_lora_rank]");
-    specs.kPe = partSpec("k_pe", kernel, "rope_dim", kernel.cache.ropeDim,
-                         "[num_tokens, rope_dim]");
+    specs[Param::KvC] =
+        partSpec("kv_c", kernel, "kv_lora_rank", kernel.cache.kvLoraRank,
+                 "[num_tokens, kv_lora_rank]");
+    specs[Param::KPe] =
+        partSpec("k_pe", kernel, "rope_dim", kernel.cache.ropeDim,
+                 "[num_tokens, rope_dim]");
   }
-  specs.valueCache = cacheSpec("value_cache", kernel, /*isValue=*/true);
+  specs[Param::ValueCache] = cacheSpec("value_cache", kernel, /*isValue=*/true);
   if (kernel.cache.quantized) {
-    specs.keyScale = scaleSpec("key_scale", kernel);
-    specs.valueScale = scaleSpec("value_scale", kernel);
-    specs.keyScaleCache = scaleCacheSpec("key_scale_cache", kernel);
-    specs.valueScaleCache = scaleCacheSpec("value_scale_cache", kernel);
+    specs[Param::KeyScale] = scaleSpec("key_scale", kernel);
+    specs[Param::ValueScale] = scaleSpec("value_scale", kernel);
+    specs[Param::KeyScaleCache] = scaleCacheSpec("key_scale_cache", kernel);
+    specs[Param::ValueScaleCache] = scaleCacheSpec("value_scale_cache", kernel);
   }
   return specs;
 }

@@ -1,173 +1,110 @@
-//===- Validation.cpp - plan a launch: every tensor, then the ABI order ---===//
+//===- Validation.cpp - plan any kernel kind's launch from Params.def -----===//
 //
-// Each plan checks its tensors (TensorCheck.h) against the description's
-// specs (Specs.cpp), records every parameter's value by its ABI id, and packs
-// them in the order of the kind's parameter list (include/kvgen/ABI/
-// Params.def): the order is written down once, for kvgen and kvrt alike.
+// One planner for every kind. What differs between kinds is data in
+// include/kvgen/ABI/Params.def: the buffers and scalars each kind takes, in
+// order (KVGEN_ABI_KERNEL_PARAM), which buffers it writes
+// (KVGEN_ABI_KERNEL_WRITES), which extents bind each count
+// (KVGEN_ABI_EXTENT) and which stride each stride scalar is
+// (KVGEN_ABI_STRIDE). The rules that follow the description rather than the
+// kind (a stacked, K-only or latent cache; quantization's scales) are
+// checkCaches and checkScales.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Limits.h"
-#include "ParamList.h"
-#include "PlanParts.h"
+#include "Packing.h"
 
 #include <algorithm>
 
 namespace kvrt::impl {
 
 using abi::Param;
+using abi::ParamElement;
 
-/// The four stride scalars (block, head, pos, dim) of a cache view, per
-/// docs/KERNEL-ABI.md's offset table: read at the layout's axes (of the K or
-/// V view, for a stacked cache).
-void setCacheStrides(ParamValues *values, const CacheDescription &cache,
-                     bool isValue, const TensorView &view) {
-  const int64_t *s = view.strides;
-  int64_t block, head, pos, dim;
-  if (cache.latent) { // [nb, bs, entry]: one head
-    block = s[0], head = 0, pos = s[1], dim = s[2];
-  } else {
-    abi::CacheAxes axes = abi::layoutInfo(cache.layout).axes(isValue).view();
-    block = s[axes.blockAxis()], head = s[axes.headAxis()],
-    pos = s[axes.posAxis()], dim = s[axes.dimAxis()];
-  }
-  values->set(isValue ? Param::ValueCacheStrideBlock
-                      : Param::KeyCacheStrideBlock,
-              block);
-  values->set(isValue ? Param::ValueCacheStrideHead : Param::KeyCacheStrideHead,
-              head);
-  values->set(isValue ? Param::ValueCacheStridePos : Param::KeyCacheStridePos,
-              pos);
-  values->set(isValue ? Param::ValueCacheStrideDim : Param::KeyCacheStrideDim,
-              dim);
-}
+namespace {
 
-/// The three stride scalars of a [num_tokens, H, D] view.
-static void setRowStrides(ParamValues *values, Param token,
-                          const TensorView &view) {
-  int first = static_cast<int>(token);
-  for (int i = 0; i < 3; ++i)
-    values->scalars[first + i] = view.strides[i];
-}
+struct ExtentRule {
+  Param buffer;
+  int dim;
+  Param count;
+  int bias;
+};
+constexpr ExtentRule kExtents[] = {
+#define KVGEN_ABI_EXTENT(Id, Dim, Count, Bias)                                 \
+  {Param::Id, Dim, Param::Count, Bias},
+#include "kvgen/ABI/Params.def"
+};
 
-/// The elements one step of `view`'s outermost dimension (a token of a row
-/// tensor, a block or row of a cache) spans: the furthest offset reached
-/// without stepping it, plus one.
-static int64_t innerSpan(const TensorView &view) {
-  int64_t span = 1;
-  for (int i = 1; i < view.rank; ++i)
-    if (view.shape[i] > 0) // an empty dimension reaches nothing
-      span += (view.shape[i] - 1) * view.strides[i];
-  return span;
-}
+/// A dimension of a buffer; Block..Dim through a cache's layout.
+enum class Axis { Axis0, Axis1, Axis2, Block, Head, Pos, Dim };
+struct StrideRule {
+  Param scalar;
+  Param buffer;
+  Axis axis;
+};
+constexpr StrideRule kStrides[] = {
+#define KVGEN_ABI_STRIDE(Id, Buffer, Along)                                    \
+  {Param::Id, Param::Buffer, Axis::Along},
+#include "kvgen/ABI/Params.def"
+};
 
-/// The kernels take their scalars as i32 and address within one token or
-/// block in 32 bits (docs/KERNEL-ABI.md, "Limits"): a launch past either
-/// bound is refused, never truncated.
-static Status checkFitsAbi(const abi::ParamInfo &param, int64_t scalar,
-                           const TensorView *view) {
-  if (param.role == abi::ParamRole::Scalar) {
-    if (scalar <= limits::kMaxScalar)
-      return Status();
-    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                      "%s is %lld, past 2^31 - 1: the kernels take strides "
-                      "and counts as 32-bit integers",
-                      param.name, static_cast<long long>(scalar));
-  }
-  const char *unit = nullptr;
-  switch (param.element) {
-  case abi::ParamElement::Source:
-  case abi::ParamElement::Output:
-    unit = "token";
-    break;
-  case abi::ParamElement::Cache:
-    unit = "block";
-    break;
-  default:
-    return Status(); // indexed by slot or token in 64 bits
-  }
-  // A view's dimensions are at most rank 5 of extents and strides that
-  // passed the 64-bit overflow check of its extent: no overflow here.
-  int64_t span = innerSpan(*view);
-  if (span <= limits::kMaxScalar)
-    return Status();
-  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                    "%s: one %s of it spans %lld elements, past 2^31 - 1: the "
-                    "kernels compute offsets within a %s in 32 bits",
-                    view->name, unit, static_cast<long long>(span), unit);
-}
-
-/// Copies the values into `plan` in the kind's ABI order and records where
-/// checked mode and the vector promise find their tensors.
-Status packInAbiOrder(const KernelDescription &kernel,
-                      const ParamValues &values, LaunchPlan *plan) {
-  int indexOf[kNumParamIds];
-  std::fill(std::begin(indexOf), std::end(indexOf), -1);
-  const char *unset = nullptr;
-  const ParamList &list = paramList(kernel.kind, kernel.cache.quantization(),
-                                    !kernel.cache.hasValue());
-  for (int i = 0; i < list.count; ++i) {
-    const abi::ParamInfo &param = *list.params[i];
-    int id = static_cast<int>(param.id);
-    if (param.role == abi::ParamRole::Scalar || values.views[id])
-      KVRT_RETURN_IF_ERROR(
-          checkFitsAbi(param, values.scalars[id], values.views[id]));
-    if (param.role == abi::ParamRole::Scalar) {
-      plan->scalars[plan->numScalars++] =
-          static_cast<int32_t>(values.scalars[id]);
+/// Every scalar is a count (KVGEN_ABI_EXTENT) or a stride (KVGEN_ABI_STRIDE),
+/// once: a scalar added to Params.def without its source fails to compile
+/// here rather than reach a kernel as 0.
+constexpr bool everyScalarHasOneSource() {
+  for (const abi::ParamInfo &param : abi::kParams) {
+    if (param.role != abi::ParamRole::Scalar)
       continue;
-    }
-    if (!values.views[id]) {
-      unset = param.name;
-      break;
-    }
-    indexOf[id] = plan->numBuffers;
-    plan->bufferParams[plan->numBuffers] = param.id;
-    plan->buffers[plan->numBuffers++] = *values.views[id];
+    int counts = 0, strides = 0;
+    for (const ExtentRule &rule : kExtents)
+      counts += rule.count == param.id;
+    for (const StrideRule &rule : kStrides)
+      strides += rule.scalar == param.id;
+    if (strides + (counts > 0) != 1)
+      return false;
   }
-  if (unset)
-    return KVRT_ERROR(KVRT_ERROR_INTERNAL,
-                      "kvrt has no value for the parameter '%s' of kind %s",
-                      unset, kindName(kernel.kind));
-  auto at = [&](Param param) { return indexOf[static_cast<int>(param)]; };
-  plan->kind = kernel.kind;
-  bool latent = kernel.kind == KernelKind::MlaAppend ||
-                kernel.kind == KernelKind::MlaFusedAppend;
-  if (kernel.kind == KernelKind::Append || kernel.kind == KernelKind::MlaAppend)
-    plan->slotMapping = at(Param::SlotMapping);
-  if (kernel.kind == KernelKind::FusedAppend ||
-      kernel.kind == KernelKind::MlaFusedAppend) {
-    plan->blockTable = at(Param::BlockTable);
-    plan->queryStartLoc = at(Param::QueryStartLoc);
-    plan->contextLens = at(Param::ContextLens);
-  }
-  if (kernel.kind == KernelKind::PagedKvAppend) {
-    plan->batchIndices = at(Param::BatchIndices);
-    plan->positions = at(Param::Positions);
-    plan->kvIndices = at(Param::KvIndices);
-    plan->kvIndptr = at(Param::KvIndptr);
-  }
-  // The vector variant moves these 16 bytes at a time; a cache side whose
-  // head_dim elements are not adjacent is written element by element.
-  bool gather = kernel.kind == KernelKind::Gather;
-  bool withValue = kernel.cache.hasValue();
-  if (latent) {
-    plan->promised[plan->numPromised++] = at(Param::KvC);
-    plan->promised[plan->numPromised++] = at(Param::KPe);
-    plan->promised[plan->numPromised++] = at(Param::KeyCache);
-  } else if (kernel.kind != KernelKind::SlotMapping) {
-    plan->promised[plan->numPromised++] =
-        at(gather ? Param::KeyOut : Param::Key);
-    if (withValue)
-      plan->promised[plan->numPromised++] =
-          at(gather ? Param::ValueOut : Param::Value);
-    plan->promised[plan->numPromised++] = at(Param::KeyCache);
-    if (withValue &&
-        abi::layoutInfo(kernel.cache.layout).chunkContiguous(/*isValue=*/true))
-      plan->promised[plan->numPromised++] = at(Param::ValueCache);
-  }
-  return Status();
+  return true;
 }
+static_assert(everyScalarHasOneSource(),
+              "each scalar of Params.def needs a KVGEN_ABI_EXTENT count or "
+              "one KVGEN_ABI_STRIDE");
+
+/// Whether any kind of `kind`'s parameter list is `param` (for any
+/// description).
+bool kindTakes(KernelKind kind, Param param) {
+  for (const abi::KernelParam &p : abi::kKernelParams)
+    if (p.kind == kind && p.id == param)
+      return true;
+  return false;
+}
+
+/// The tensors a launch checks whole (a stacked cache once, not its K and
+/// V views), by parameter: what the one-device and overlap rules compare.
+struct WholeTensors {
+  const TensorView *views[kMaxBuffers];
+  Param params[kMaxBuffers];
+  int count = 0;
+
+  void add(const TensorView &view, Param param) {
+    views[count] = &view;
+    params[count++] = param;
+  }
+};
+
+/// The tensors of a launch's caches and scales, as checkCaches and
+/// checkScales found them.
+struct CacheViews {
+  TensorView key, value;
+  /// What was passed, for the range checks: the stacked tensor once for a
+  /// stacked layout, else the two caches.
+  TensorView stacked;
+  const TensorView *whole[2];
+  int numWhole = 0;
+  /// key_scale, value_scale or the two scale caches, by the description.
+  TensorView scales[2];
+  int numScales = 0;
+};
+
+} // namespace
 
 const KernelDescription &describingKernel(const Manifest &manifest,
                                           const Operation &operation) {
@@ -189,9 +126,9 @@ static Status refuseValue(const char *name, const KernelDescription &kernel) {
                     kernel.cache.latent ? "latent (MLA)" : "K-only");
 }
 
-Status checkCaches(const KernelDescription &kernel, const OperationSpecs &specs,
-                   const DLTensor *keyCache, const DLTensor *valueCache,
-                   CacheViews *out) {
+static Status checkCaches(const KernelDescription &kernel,
+                          const OperationSpecs &specs, const DLTensor *keyCache,
+                          const DLTensor *valueCache, CacheViews *out) {
   const CacheDescription &cache = kernel.cache;
   const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
   if (layout.stacked()) {
@@ -201,7 +138,8 @@ Status checkCaches(const KernelDescription &kernel, const OperationSpecs &specs,
                         "key_cache holds K at index 0 and V at index 1 of its "
                         "second dimension",
                         layout.name, kernel.name.c_str());
-    KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->stacked));
+    KVRT_RETURN_IF_ERROR(
+        checkTensor(keyCache, specs[Param::KeyCache], &out->stacked));
     stackedView(out->stacked, 0, "key_cache[:, 0]", &out->key);
     stackedView(out->stacked, 1, "key_cache[:, 1]", &out->value);
     out->whole[0] = &out->stacked;
@@ -211,13 +149,16 @@ Status checkCaches(const KernelDescription &kernel, const OperationSpecs &specs,
   if (!cache.hasValue()) {
     if (valueCache)
       return refuseValue("value_cache", kernel);
-    KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->key));
+    KVRT_RETURN_IF_ERROR(
+        checkTensor(keyCache, specs[Param::KeyCache], &out->key));
     out->whole[0] = &out->key;
     out->numWhole = 1;
     return Status();
   }
-  KVRT_RETURN_IF_ERROR(checkTensor(keyCache, specs.keyCache, &out->key));
-  KVRT_RETURN_IF_ERROR(checkTensor(valueCache, specs.valueCache, &out->value));
+  KVRT_RETURN_IF_ERROR(
+      checkTensor(keyCache, specs[Param::KeyCache], &out->key));
+  KVRT_RETURN_IF_ERROR(
+      checkTensor(valueCache, specs[Param::ValueCache], &out->value));
   KVRT_RETURN_IF_ERROR(checkSameDevice(out->key, out->value));
   KVRT_RETURN_IF_ERROR(
       checkSameExtent(out->key, 0, out->value, 0, layout.blocksName()));
@@ -239,9 +180,11 @@ static std::string describeQuant(const CacheDescription &cache) {
 
 /// The scale tensors of a launch: those the description takes are checked
 /// (NULL refused), the others must be NULL. `rows` binds num_tokens.
-Status checkScales(const KernelDescription &kernel, const OperationSpecs &specs,
-                   const DLTensor *const given[4], const TensorView &rows,
-                   CacheViews *caches, ParamValues *values) {
+static Status checkScales(const KernelDescription &kernel,
+                          const OperationSpecs &specs,
+                          const DLTensor *const given[4],
+                          const TensorView &rows, CacheViews *caches,
+                          ParamValues *values) {
   static const char *const kNames[4] = {"key_scale", "value_scale",
                                         "key_scale_cache", "value_scale_cache"};
   const CacheDescription &cache = kernel.cache;
@@ -267,9 +210,9 @@ Status checkScales(const KernelDescription &kernel, const OperationSpecs &specs,
   if (quantization == Quantization::None)
     return Status();
 
-  const TensorSpec *scaleSpecs[4] = {&specs.keyScale, &specs.valueScale,
-                                     &specs.keyScaleCache,
-                                     &specs.valueScaleCache};
+  const TensorSpec *scaleSpecs[4] = {
+      &specs[Param::KeyScale], &specs[Param::ValueScale],
+      &specs[Param::KeyScaleCache], &specs[Param::ValueScaleCache]};
   const Param params[4] = {Param::KeyScale, Param::ValueScale,
                            Param::KeyScaleCache, Param::ValueScaleCache};
   const TensorView &cacheView = caches->key;
@@ -309,286 +252,163 @@ Status checkScales(const KernelDescription &kernel, const OperationSpecs &specs,
   return Status();
 }
 
-/// The caches (and, for an append, the dynamic scale caches) the kernel
-/// writes must not share bytes with anything else of the launch.
-Status checkWritesDisjoint(const TensorView *const *written, int numWritten,
-                           const TensorView *const *others, int numOthers) {
-  for (int w = 0; w < numWritten; ++w)
-    for (int o = 0; o < numOthers; ++o)
-      if (written[w] != others[o])
-        KVRT_RETURN_IF_ERROR(checkDisjoint(*written[w], *others[o]));
-  return Status();
-}
-
 //===----------------------------------------------------------------------===//
-// Plans
+// The plan
 //===----------------------------------------------------------------------===//
 
-/// The rows, caches and scales shared by append, fused_append and
-/// paged_kv_append.
-Status checkAppendTensors(const KernelDescription &kernel,
-                          const OperationSpecs &specs, const DLTensor *key,
-                          const DLTensor *value, const DLTensor *keyCache,
-                          const DLTensor *valueCache,
-                          const DLTensor *const scales[4], TensorView *keyView,
-                          TensorView *valueView, CacheViews *caches,
-                          ParamValues *values) {
-  bool withValue = kernel.cache.hasValue();
-  if (!withValue && value)
-    return refuseValue("value", kernel);
-  KVRT_RETURN_IF_ERROR(checkTensor(key, specs.key, keyView));
-  if (withValue)
-    KVRT_RETURN_IF_ERROR(checkTensor(value, specs.value, valueView));
-  KVRT_RETURN_IF_ERROR(
-      checkCaches(kernel, specs, keyCache, valueCache, caches));
-  if (withValue)
-    KVRT_RETURN_IF_ERROR(checkSameDevice(*keyView, *valueView));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(*keyView, caches->key));
-  if (withValue)
+/// The stride of `view` along `axis`; a cache's axes per docs/KERNEL-ABI.md's
+/// offset table, read at the layout's axes (of the K or V view, for a
+/// stacked cache). A latent cache [nb, bs, entry] has one head.
+static int64_t strideAlong(const CacheDescription &cache, Param buffer,
+                           Axis axis, const TensorView &view) {
+  if (axis <= Axis::Axis2)
+    return view.strides[static_cast<int>(axis)];
+  if (cache.latent) {
+    const int64_t latent[] = {view.strides[0], 0, view.strides[1],
+                              view.strides[2]};
+    return latent[static_cast<int>(axis) - static_cast<int>(Axis::Block)];
+  }
+  abi::CacheAxes axes = abi::layoutInfo(cache.layout)
+                            .axes(/*isValue=*/buffer == Param::ValueCache)
+                            .view();
+  switch (axis) {
+  case Axis::Block:
+    return view.strides[axes.blockAxis()];
+  case Axis::Head:
+    return view.strides[axes.headAxis()];
+  case Axis::Pos:
+    return view.strides[axes.posAxis()];
+  default:
+    return view.strides[axes.dimAxis()];
+  }
+}
+
+/// The name of a count in messages: "num_reqs + 1" for a bias of 1.
+static std::string countName(Param count, int bias) {
+  const char *name = abi::paramName(count);
+  return bias ? formatString("%s + %d", name, bias) : std::string(name);
+}
+
+Status planLaunch(const Manifest &manifest, const Operation &operation,
+                  const OperationSpecs &specs,
+                  const DLTensor *const given[kNumParamIds], LaunchPlan *plan) {
+  const KernelDescription &kernel = describingKernel(manifest, operation);
+  const CacheDescription &cache = kernel.cache;
+  KernelKind kind = kernel.kind;
+  bool withValue = cache.hasValue();
+  auto givenAt = [&](Param param) { return given[static_cast<int>(param)]; };
+
+  // A V row given to a kernel without V (value_cache and the V scales are
+  // refused where the caches and scales are checked).
+  if (!withValue)
+    for (const abi::KernelParam &p : abi::kKernelParams)
+      if (p.kind == kind && p.when == abi::ParamWhen::WithValue &&
+          abi::paramInfo(p.id).element != ParamElement::Cache && givenAt(p.id))
+        return refuseValue(abi::paramName(p.id), kernel);
+
+  // Each buffer against its spec, in ABI order; the caches by the layout.
+  const ParamList &list = paramList(kind, cache.quantization(), !withValue);
+  TensorView views[kNumParamIds];
+  CacheViews caches;
+  ParamValues values;
+  WholeTensors whole;
+  for (int i = 0; i < list.count; ++i) {
+    const abi::ParamInfo &param = *list.params[i];
+    if (param.role == abi::ParamRole::Scalar)
+      break; // every buffer comes before the first scalar
+    if (param.element == ParamElement::F32 || param.id == Param::ValueCache)
+      continue; // checkScales, checkCaches
+    if (param.id == Param::KeyCache) {
+      KVRT_RETURN_IF_ERROR(checkCaches(kernel, specs, givenAt(Param::KeyCache),
+                                       givenAt(Param::ValueCache), &caches));
+      values.set(Param::KeyCache, caches.key);
+      if (withValue)
+        values.set(Param::ValueCache, caches.value);
+      for (int c = 0; c < caches.numWhole; ++c)
+        whole.add(*caches.whole[c], c ? Param::ValueCache : Param::KeyCache);
+      continue;
+    }
+    TensorView &view = views[static_cast<int>(param.id)];
     KVRT_RETURN_IF_ERROR(
-        checkSameExtent(*keyView, 0, *valueView, 0, "num_tokens"));
-  KVRT_RETURN_IF_ERROR(
-      checkScales(kernel, specs, scales, *keyView, caches, values));
-  values->set(Param::Key, *keyView);
-  values->set(Param::KeyCache, caches->key);
-  values->set(Param::NumTokens, keyView->shape[0]);
-  values->set(Param::NumBlocks, caches->key.shape[0]);
-  setRowStrides(values, Param::KeyStrideToken, *keyView);
-  setCacheStrides(values, kernel.cache, false, caches->key);
-  if (!withValue) {
-    // Stands in for V in the overlap checks: the same tensor twice.
-    *valueView = *keyView;
-    return Status();
+        checkTensor(given[static_cast<int>(param.id)], specs[param.id], &view));
+    values.set(param.id, view);
+    whole.add(view, param.id);
   }
-  values->set(Param::Value, *valueView);
-  values->set(Param::ValueCache, caches->value);
-  setRowStrides(values, Param::ValueStrideToken, *valueView);
-  setCacheStrides(values, kernel.cache, true, caches->value);
-  return Status();
-}
 
-/// What an append-like launch writes, as Params.def's
-/// KVGEN_ABI_KERNEL_WRITES says for its kind: the caches, and the scales
-/// where they are a dynamic description's scale caches.
-int writtenByAppend(const KernelDescription &kernel, const CacheViews &caches,
-                    const TensorView *written[4]) {
-  int count = 0;
-  if (abi::kernelWrites(kernel.kind, Param::KeyCache))
-    for (int i = 0; i < caches.numWhole; ++i)
-      written[count++] = caches.whole[i];
-  Param scales = kernel.cache.quantization() == Quantization::Dynamic
-                     ? Param::KeyScaleCache
-                     : Param::KeyScale;
-  if (abi::kernelWrites(kernel.kind, scales))
-    for (int i = 0; i < caches.numScales; ++i)
-      written[count++] = &caches.scales[i];
-  return count;
-}
+  // One device: the first buffer's.
+  for (int i = 1; i < whole.count; ++i)
+    KVRT_RETURN_IF_ERROR(checkSameDevice(*whole.views[0], *whole.views[i]));
 
-Status planAppend(const Manifest &manifest, const Operation &operation,
-                  const OperationSpecs &specs, const kvrt_append_args &args,
-                  LaunchPlan *plan) {
-  const KernelDescription &kernel = describingKernel(manifest, operation);
-  TensorView key, value, slots;
-  CacheViews caches;
-  ParamValues values;
-  const DLTensor *scales[4] = {args.key_scale, args.value_scale,
-                               args.key_scale_cache, args.value_scale_cache};
-  KVRT_RETURN_IF_ERROR(checkAppendTensors(
-      kernel, specs, args.key, args.value, args.key_cache, args.value_cache,
-      scales, &key, &value, &caches, &values));
-  KVRT_RETURN_IF_ERROR(
-      checkTensor(args.slot_mapping, indexSpecs().slotMapping, &slots));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(key, slots));
-  KVRT_RETURN_IF_ERROR(checkSameExtent(key, 0, slots, 0, "num_tokens"));
-  values.set(Param::SlotMapping, slots);
+  // Each count from the first buffer that has it; the others agree.
+  const TensorView *binder[kNumParamIds] = {};
+  const ExtentRule *bound[kNumParamIds] = {};
+  for (int i = 0; i < list.count; ++i) {
+    const TensorView *view = values.view(list.params[i]->id);
+    if (!view)
+      continue;
+    for (const ExtentRule &rule : kExtents) {
+      if (rule.buffer != list.params[i]->id)
+        continue;
+      int count = static_cast<int>(rule.count);
+      int64_t extent = view->shape[rule.dim];
+      if (!binder[count]) {
+        if (extent < rule.bias)
+          return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                            "%s: has %lld elements; it needs %s (at least "
+                            "%d)%s",
+                            view->name, static_cast<long long>(extent),
+                            countName(rule.count, rule.bias).c_str(), rule.bias,
+                            rule.buffer == Param::KvIndptr
+                                ? ": kv_indptr[b] .. kv_indptr[b + 1] are "
+                                  "request b's pages"
+                                : "");
+        binder[count] = view;
+        bound[count] = &rule;
+        values.set(rule.count, extent - rule.bias);
+      } else if (extent != binder[count]->shape[bound[count]->dim] -
+                               bound[count]->bias + rule.bias) {
+        return checkSameExtent(*binder[count], bound[count]->dim, *view,
+                               rule.dim,
+                               countName(rule.count, rule.bias).c_str(),
+                               rule.bias - bound[count]->bias);
+      }
+    }
+  }
 
-  const TensorView *written[4];
-  int numWritten = writtenByAppend(kernel, caches, written);
-  const TensorView *all[] = {&key,
-                             &value,
-                             &slots,
-                             caches.whole[0],
-                             caches.numWhole > 1 ? caches.whole[1] : &key,
-                             caches.numScales ? &caches.scales[0] : &key,
-                             caches.numScales > 1 ? &caches.scales[1] : &key};
-  KVRT_RETURN_IF_ERROR(
-      checkWritesDisjoint(written, numWritten, all, std::size(all)));
-
-  plan->operation = &operation;
-  plan->device = key.tensor->device;
-  plan->numTokens = key.shape[0];
-  plan->numBlocks = caches.key.shape[0];
-  plan->blockSize = kernel.cache.blockSize;
-  return packInAbiOrder(kernel, values, plan);
-}
-
-Status checkRequests(const DLTensor *blockTable, const DLTensor *queryStartLoc,
-                     const DLTensor *contextLens, TensorView *table,
-                     TensorView *starts, TensorView *lens,
-                     ParamValues *values) {
-  const IndexSpecs &index = indexSpecs();
-  KVRT_RETURN_IF_ERROR(checkTensor(blockTable, index.blockTable, table));
-  KVRT_RETURN_IF_ERROR(checkTensor(queryStartLoc, index.queryStartLoc, starts));
-  KVRT_RETURN_IF_ERROR(checkTensor(contextLens, index.contextLens, lens));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(*table, *starts));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(*table, *lens));
-  KVRT_RETURN_IF_ERROR(
-      checkSameExtent(*table, 0, *starts, 0, "num_reqs + 1", 1));
-  KVRT_RETURN_IF_ERROR(checkSameExtent(*table, 0, *lens, 0, "num_reqs"));
-  values->set(Param::BlockTable, *table);
-  values->set(Param::QueryStartLoc, *starts);
-  values->set(Param::ContextLens, *lens);
-  values->set(Param::NumReqs, table->shape[0]);
-  values->set(Param::BlockTableStride, table->strides[0]);
-  values->set(Param::MaxBlocksPerReq, table->shape[1]);
-  return Status();
-}
-
-Status planSlotMapping(const Manifest &manifest, const Operation &operation,
-                       const OperationSpecs &specs,
-                       const kvrt_slot_mapping_args &args, LaunchPlan *plan) {
-  (void)specs;
-  const KernelDescription &kernel = describingKernel(manifest, operation);
-  TensorView table, starts, lens, slots;
-  ParamValues values;
-  KVRT_RETURN_IF_ERROR(checkRequests(args.block_table, args.query_start_loc,
-                                     args.context_lens, &table, &starts, &lens,
-                                     &values));
-  KVRT_RETURN_IF_ERROR(
-      checkTensor(args.slot_mapping, indexSpecs().slotMapping, &slots));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(table, slots));
-  static_assert(
-      abi::kernelWrites(KernelKind::SlotMapping, Param::SlotMapping) &&
-          !abi::kernelWrites(KernelKind::SlotMapping, Param::BlockTable) &&
-          !abi::kernelWrites(KernelKind::SlotMapping, Param::QueryStartLoc) &&
-          !abi::kernelWrites(KernelKind::SlotMapping, Param::ContextLens),
-      "a slot_mapping kernel writes the slots and nothing else");
-  for (const TensorView *read : {&table, &starts, &lens})
-    KVRT_RETURN_IF_ERROR(checkDisjoint(slots, *read));
-  values.set(Param::SlotMapping, slots);
-  values.set(Param::NumTokens, slots.shape[0]);
-
-  plan->operation = &operation;
-  plan->device = slots.tensor->device;
-  plan->numTokens = slots.shape[0];
-  return packInAbiOrder(kernel, values, plan);
-}
-
-Status planFusedAppend(const Manifest &manifest, const Operation &operation,
-                       const OperationSpecs &specs,
-                       const kvrt_fused_append_args &args, LaunchPlan *plan) {
-  const KernelDescription &kernel = describingKernel(manifest, operation);
-  TensorView key, value, table, starts, lens;
-  CacheViews caches;
-  ParamValues values;
-  const DLTensor *scales[4] = {args.key_scale, args.value_scale,
-                               args.key_scale_cache, args.value_scale_cache};
-  KVRT_RETURN_IF_ERROR(checkAppendTensors(
-      kernel, specs, args.key, args.value, args.key_cache, args.value_cache,
-      scales, &key, &value, &caches, &values));
-  KVRT_RETURN_IF_ERROR(checkRequests(args.block_table, args.query_start_loc,
-                                     args.context_lens, &table, &starts, &lens,
-                                     &values));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(key, table));
-
-  const TensorView *written[4];
-  int numWritten = writtenByAppend(kernel, caches, written);
-  const TensorView *all[] = {&key,
-                             &value,
-                             &table,
-                             &starts,
-                             &lens,
-                             caches.whole[0],
-                             caches.numWhole > 1 ? caches.whole[1] : &key,
-                             caches.numScales ? &caches.scales[0] : &key,
-                             caches.numScales > 1 ? &caches.scales[1] : &key};
-  KVRT_RETURN_IF_ERROR(
-      checkWritesDisjoint(written, numWritten, all, std::size(all)));
-
-  plan->operation = &operation;
-  plan->device = key.tensor->device;
-  plan->numTokens = key.shape[0];
-  plan->numBlocks = caches.key.shape[0];
-  plan->blockSize = kernel.cache.blockSize;
-  return packInAbiOrder(kernel, values, plan);
-}
-
-Status planGather(const Manifest &manifest, const Operation &operation,
-                  const OperationSpecs &specs, const kvrt_gather_args &args,
-                  LaunchPlan *plan) {
-  const KernelDescription &kernel = describingKernel(manifest, operation);
-  TensorView slots, keyOut, valueOut;
-  CacheViews caches;
-  ParamValues values;
-  KVRT_RETURN_IF_ERROR(
-      checkCaches(kernel, specs, args.key_cache, args.value_cache, &caches));
-  KVRT_RETURN_IF_ERROR(
-      checkTensor(args.slot_mapping, indexSpecs().slotMapping, &slots));
-  bool withValue = kernel.cache.hasValue();
-  if (!withValue && args.value_out)
-    return refuseValue("value_out", kernel);
-  KVRT_RETURN_IF_ERROR(checkTensor(args.key_out, specs.keyOut, &keyOut));
-  if (withValue)
+  // The scales the description takes; per-token ones bound by num_tokens.
+  if (kindTakes(kind, Param::KeyScale)) {
+    const DLTensor *scales[4] = {
+        givenAt(Param::KeyScale), givenAt(Param::ValueScale),
+        givenAt(Param::KeyScaleCache), givenAt(Param::ValueScaleCache)};
+    const TensorView *rows = binder[static_cast<int>(Param::NumTokens)];
     KVRT_RETURN_IF_ERROR(
-        checkTensor(args.value_out, specs.valueOut, &valueOut));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, slots));
-  KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, keyOut));
-  if (withValue)
-    KVRT_RETURN_IF_ERROR(checkSameDevice(caches.key, valueOut));
-  // Row i of the outputs is slot_mapping[i]'s.
-  KVRT_RETURN_IF_ERROR(checkSameExtent(slots, 0, keyOut, 0, "num_tokens"));
-  if (withValue)
-    KVRT_RETURN_IF_ERROR(checkSameExtent(slots, 0, valueOut, 0, "num_tokens"));
-  const DLTensor *scales[4] = {args.key_scale, args.value_scale,
-                               args.key_scale_cache, args.value_scale_cache};
-  KVRT_RETURN_IF_ERROR(
-      checkScales(kernel, specs, scales, slots, &caches, &values));
-
-  // Params.def's KVGEN_ABI_KERNEL_WRITES for a gather, spelled out.
-  static_assert(
-      abi::kernelWrites(KernelKind::Gather, Param::KeyOut) &&
-          abi::kernelWrites(KernelKind::Gather, Param::ValueOut) &&
-          !abi::kernelWrites(KernelKind::Gather, Param::KeyCache) &&
-          !abi::kernelWrites(KernelKind::Gather, Param::ValueCache) &&
-          !abi::kernelWrites(KernelKind::Gather, Param::KeyScaleCache) &&
-          !abi::kernelWrites(KernelKind::Gather, Param::ValueScaleCache),
-      "a gather writes its outputs and nothing else");
-  const TensorView *written[] = {&keyOut, &valueOut};
-  int numWritten = withValue ? 2 : 1;
-  // Without V, the slots stand in for value_out (as for the missing caches
-  // and scales): a copy of key_out there would overlap key_out itself.
-  const TensorView *all[] = {&keyOut,
-                             withValue ? &valueOut : &slots,
-                             &slots,
-                             caches.whole[0],
-                             caches.numWhole > 1 ? caches.whole[1] : &slots,
-                             caches.numScales ? &caches.scales[0] : &slots,
-                             caches.numScales > 1 ? &caches.scales[1] : &slots};
-  KVRT_RETURN_IF_ERROR(
-      checkWritesDisjoint(written, numWritten, all, std::size(all)));
-
-  values.set(Param::KeyCache, caches.key);
-  values.set(Param::SlotMapping, slots);
-  values.set(Param::KeyOut, keyOut);
-  if (withValue) {
-    values.set(Param::ValueCache, caches.value);
-    values.set(Param::ValueOut, valueOut);
+        checkScales(kernel, specs, scales, *rows, &caches, &values));
+    bool dynamic = cache.quantization() == Quantization::Dynamic;
+    for (int k = 0; k < caches.numScales; ++k)
+      whole.add(caches.scales[k],
+                dynamic ? (k ? Param::ValueScaleCache : Param::KeyScaleCache)
+                        : (k ? Param::ValueScale : Param::KeyScale));
   }
-  values.set(Param::NumTokens, slots.shape[0]);
-  values.set(Param::NumBlocks, caches.key.shape[0]);
-  setRowStrides(&values, Param::KeyOutStrideToken, keyOut);
-  setCacheStrides(&values, kernel.cache, false, caches.key);
-  if (withValue) {
-    setRowStrides(&values, Param::ValueOutStrideToken, valueOut);
-    setCacheStrides(&values, kernel.cache, true, caches.value);
-  }
+
+  // What the kind writes must not share bytes with anything else.
+  for (int w = 0; w < whole.count; ++w)
+    if (abi::kernelWrites(kind, whole.params[w]))
+      for (int o = 0; o < whole.count; ++o)
+        if (o != w)
+          KVRT_RETURN_IF_ERROR(checkDisjoint(*whole.views[w], *whole.views[o]));
+
+  for (const StrideRule &rule : kStrides)
+    if (const TensorView *view = values.view(rule.buffer))
+      values.set(rule.scalar,
+                 strideAlong(cache, rule.buffer, rule.axis, *view));
 
   plan->operation = &operation;
-  plan->device = slots.tensor->device;
-  plan->numTokens = slots.shape[0];
-  plan->numBlocks = caches.key.shape[0];
-  plan->blockSize = kernel.cache.blockSize;
+  plan->device = whole.views[0]->tensor->device;
+  plan->numTokens = values.scalars[static_cast<int>(Param::NumTokens)];
+  if (values.view(Param::KeyCache)) {
+    plan->numBlocks = caches.key.shape[0];
+    plan->blockSize = cache.blockSize;
+  }
   return packInAbiOrder(kernel, values, plan);
 }
 

@@ -3,10 +3,10 @@
 // A launch is planned before anything runs: every DLTensor is checked against
 // the kernel's description (docs/KERNEL-ABI.md, "Tensors kvrt accepts") and
 // turned into a TensorView (shape, strides in elements, first element, extent)
-// from which Packing builds the parameters, in the order of the ABI's
-// parameter lists (include/kvgen/ABI/Params.def). A refusal names the tensor
-// and the rule. Planning touches no driver and allocates nothing unless it
-// refuses.
+// from which Packing.h builds the parameters, in the order of the ABI's
+// parameter lists (include/kvgen/ABI/Params.def). One planner serves every
+// kernel kind, driven by Params.def. A refusal names the tensor and the rule.
+// Planning touches no driver and allocates nothing unless it refuses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,29 +30,22 @@ static_assert(kMaxParams >= static_cast<int>(abi::maxParams()),
 constexpr int kNumParamIds =
     static_cast<int>(sizeof(abi::kParams) / sizeof(abi::kParams[0]));
 
-/// The specs of a description's tensors whose dtype and shape the description
-/// fixes. Scales are specs of their granularity; NULL-able by the caller
-/// only where the description does not take them.
+/// The spec of each buffer of a description's launches, by abi::Param: the
+/// rows, caches and scales (specs of their granularity) as the description
+/// fixes them, the index tensors as the ABI does. A spec the description
+/// does not use is left empty.
 struct OperationSpecs {
-  TensorSpec key, value, keyCache, valueCache;
-  /// gather: [num_tokens, num_kv_heads, head_dim] of output_dtype.
-  TensorSpec keyOut, valueOut;
-  /// mla_append: kv_c [num_tokens, kv_lora_rank], k_pe [num_tokens,
-  /// rope_dim]; keyCache is then [num_blocks, block_size, entry].
-  TensorSpec kvC, kPe;
-  /// Static scales and dynamic scale caches (quantized descriptions).
-  TensorSpec keyScale, valueScale, keyScaleCache, valueScaleCache;
+  TensorSpec byParam[kNumParamIds];
+
+  TensorSpec &operator[](abi::Param param) {
+    return byParam[static_cast<int>(param)];
+  }
+  const TensorSpec &operator[](abi::Param param) const {
+    return byParam[static_cast<int>(param)];
+  }
 };
 
 OperationSpecs makeSpecs(const KernelDescription &kernel);
-
-/// The index tensors' specs: fixed by the ABI.
-struct IndexSpecs {
-  TensorSpec slotMapping, blockTable, queryStartLoc, contextLens;
-  /// paged_kv_append's page table (FlashInfer's names).
-  TensorSpec batchIndices, positions, kvIndices, kvIndptr;
-};
-const IndexSpecs &indexSpecs();
 
 /// A launch that passed every check: the buffers in ABI order, the i32
 /// scalars in ABI order, and the tensors the vector promise covers.
@@ -96,31 +89,16 @@ struct PromiseBreach {
 const KernelDescription &describingKernel(const Manifest &manifest,
                                           const Operation &operation);
 
-Status planAppend(const Manifest &manifest, const Operation &operation,
-                  const OperationSpecs &specs, const kvrt_append_args &args,
-                  LaunchPlan *plan);
-Status planSlotMapping(const Manifest &manifest, const Operation &operation,
-                       const OperationSpecs &specs,
-                       const kvrt_slot_mapping_args &args, LaunchPlan *plan);
-Status planFusedAppend(const Manifest &manifest, const Operation &operation,
-                       const OperationSpecs &specs,
-                       const kvrt_fused_append_args &args, LaunchPlan *plan);
-Status planPagedKvAppend(const Manifest &manifest, const Operation &operation,
-                         const OperationSpecs &specs,
-                         const kvrt_paged_kv_append_args &args,
-                         LaunchPlan *plan);
-/// The tensors of mla_append (slotMapping) and mla_fused_append (blockTable,
-/// queryStartLoc, contextLens; slotMapping null).
-struct MlaTensors {
-  const DLTensor *kvC, *kPe, *slotMapping, *blockTable, *queryStartLoc,
-      *contextLens, *keyCache, *keyScale;
-};
-Status planMla(const Manifest &manifest, const Operation &operation,
-               const OperationSpecs &specs, const MlaTensors &args,
-               LaunchPlan *plan);
-Status planGather(const Manifest &manifest, const Operation &operation,
-                  const OperationSpecs &specs, const kvrt_gather_args &args,
-                  LaunchPlan *plan);
+/// Plans a launch of `operation` from the caller's tensors by parameter
+/// (NULL where not given): checks each buffer of the kind (Params.def's
+/// KVGEN_ABI_KERNEL_PARAM) against its spec, then that they share one device
+/// and their extents agree (KVGEN_ABI_EXTENT), the scales the description
+/// takes, and that what the kind writes (KVGEN_ABI_KERNEL_WRITES) aliases
+/// nothing else; reads the scalars off the buffers (KVGEN_ABI_EXTENT,
+/// KVGEN_ABI_STRIDE) and packs them (Packing.h).
+Status planLaunch(const Manifest &manifest, const Operation &operation,
+                  const OperationSpecs &specs,
+                  const DLTensor *const given[kNumParamIds], LaunchPlan *plan);
 
 /// Whether every promised tensor meets `vector`'s promise; the first breach
 /// otherwise. Allocates nothing: AUTO falls back without a message.

@@ -11,8 +11,10 @@ int kvrtCHeaderLoads(const char *json, size_t size) {
   int kernels = status == KVRT_SUCCESS ? (int)kvrt_bundle_num_kernels(bundle)
                                        : -(int)status;
   kvrt_append_args args = {
-      NULL, NULL, NULL, NULL, NULL, NULL, KVRT_VARIANT_AUTO,
-      NULL, NULL, NULL, NULL};
+      sizeof(kvrt_append_args), NULL, NULL, NULL, NULL, NULL, NULL,
+      KVRT_VARIANT_AUTO,        NULL, NULL, NULL, NULL};
+  kvrt_gather_args init = KVRT_ARGS_INIT(kvrt_gather_args);
+  (void)init;
   (void)args;
   kvrt_bundle_destroy(bundle);
   return kernels;

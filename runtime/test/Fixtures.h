@@ -61,17 +61,34 @@ protected:
   }
 
   kvrt_append_args appendArgs(kvrt_variant variant = KVRT_VARIANT_AUTO) {
-    return {nullptr,        key.get(),    value.get(), slots.get(),
-            keyCache.get(), cacheValue(), variant};
+    return {sizeof(kvrt_append_args),
+            nullptr,
+            key.get(),
+            value.get(),
+            slots.get(),
+            keyCache.get(),
+            cacheValue(),
+            variant};
   }
   kvrt_slot_mapping_args slotArgs() {
-    return {nullptr, blockTable.get(), queryStartLoc.get(), contextLens.get(),
+    return {sizeof(kvrt_slot_mapping_args),
+            nullptr,
+            blockTable.get(),
+            queryStartLoc.get(),
+            contextLens.get(),
             slots.get()};
   }
   kvrt_fused_append_args fusedArgs(kvrt_variant variant = KVRT_VARIANT_AUTO) {
-    return {nullptr,          key.get(),           value.get(),
-            blockTable.get(), queryStartLoc.get(), contextLens.get(),
-            keyCache.get(),   cacheValue(),        variant};
+    return {sizeof(kvrt_fused_append_args),
+            nullptr,
+            key.get(),
+            value.get(),
+            blockTable.get(),
+            queryStartLoc.get(),
+            contextLens.get(),
+            keyCache.get(),
+            cacheValue(),
+            variant};
   }
   virtual DLTensor *cacheValue() { return valueCache.get(); }
 
@@ -88,7 +105,7 @@ protected:
   }
   /// A gather of the caches' rows at `slots` into `keyOut` and `valueOut`.
   kvrt_gather_args gatherArgs(HostTensor &keyOut, HostTensor &valueOut) {
-    kvrt_gather_args args = {};
+    kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
     args.key_cache = keyCache.get();
     args.value_cache = valueCache.get();
     args.slot_mapping = slots.get();

@@ -370,7 +370,7 @@ TEST_F(GpuPathTest, QuantizedGatherPacksScalesInAbiOrder) {
   for (HostTensor *tensor :
        {&keyCache8, &valueCache8, &keyOut, &valueOut, &keyScale, &valueScale})
     tensor->get()->device = {kDLCUDA, 0};
-  kvrt_gather_args args = {};
+  kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
   args.key_cache = keyCache8.get();
   args.value_cache = valueCache8.get();
   args.slot_mapping = slots.get();

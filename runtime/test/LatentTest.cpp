@@ -109,7 +109,7 @@ protected:
   }
 
   kvrt_append_args kOnlyArgs() {
-    kvrt_append_args args{};
+    kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
     args.kernel = "kv_konly";
     args.key = key.get();
     args.slot_mapping = slots.get();
@@ -117,7 +117,7 @@ protected:
     return args;
   }
   kvrt_mla_append_args mlaArgs() {
-    kvrt_mla_append_args args{};
+    kvrt_mla_append_args args = KVRT_ARGS_INIT(kvrt_mla_append_args);
     args.kernel = "kv_mla";
     args.kv_c = kvC.get();
     args.k_pe = kPe.get();
@@ -126,7 +126,7 @@ protected:
     return args;
   }
   kvrt_gather_args kOnlyGatherArgs(HostTensor &keyOut) {
-    kvrt_gather_args args{};
+    kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
     args.kernel = "kv_konly_gather";
     args.key_cache = keyCache.get();
     args.slot_mapping = slots.get();
@@ -134,7 +134,7 @@ protected:
     return args;
   }
   kvrt_gather_args mlaGatherArgs(HostTensor &keyOut) {
-    kvrt_gather_args args{};
+    kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
     args.kernel = "kv_mla_gather";
     args.key_cache = latentCache.get();
     args.slot_mapping = slots.get();

@@ -96,8 +96,14 @@ struct MovedSet {
       t->get()->device = device;
   }
   kvrt_append_args args() {
-    return {nullptr,        key.get(),        value.get(),      slots.get(),
-            keyCache.get(), valueCache.get(), KVRT_VARIANT_AUTO};
+    return {sizeof(kvrt_append_args),
+            nullptr,
+            key.get(),
+            value.get(),
+            slots.get(),
+            keyCache.get(),
+            valueCache.get(),
+            KVRT_VARIANT_AUTO};
   }
   /// data + byte_offset of each buffer, in the append's parameter order.
   std::vector<int64_t> firsts() {
@@ -311,7 +317,7 @@ TEST_F(LaunchTest, RebasedKOnlyGatherMovesKeyOut) {
   bundle.reset(raw);
   registerRecorders(raw);
   HostTensor keyOut = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
-  kvrt_gather_args args = {};
+  kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
   args.key_cache = keyCache.get();
   args.slot_mapping = slots.get();
   args.key_out = keyOut.get();
@@ -448,13 +454,13 @@ TEST_F(LaunchCacheTest, TensorsOnAnotherDeviceThanTheContextAreRefused) {
 
 /// Every tensor field of an argument struct reaches the key: moving any one
 /// of them to another buffer gives another key. `fields` lists them, and the
-/// struct's size says the list is whole (a kernel name, the tensors, a
-/// variant), so that a field added to the struct and not to addArguments
-/// fails here.
+/// struct's size says the list is whole (struct_size, a kernel name, the
+/// tensors, a variant), so that a field added to the struct and not to
+/// addArguments fails here.
 template <typename Args>
 void expectEveryTensorKeyed(std::vector<const DLTensor * Args::*> fields,
                             bool hasVariant) {
-  size_t words = 1 + fields.size() + (hasVariant ? 1 : 0);
+  size_t words = 2 + fields.size() + (hasVariant ? 1 : 0);
   ASSERT_EQ(sizeof(Args), words * sizeof(void *))
       << "a field of the struct is not in this test's list";
   int64_t shape[1] = {4};

@@ -84,8 +84,13 @@ int main(int argc, char **argv) {
       HostTensor::compact(bf16(), {blocks, blockSize, heads, dim});
   for (HostTensor *t : {&key, &value, &slots, &keyCache, &valueCache})
     t->get()->device = {kDLCUDA, 0};
-  kvrt_append_args args = {nullptr,          key.get(),      value.get(),
-                           slots.get(),      keyCache.get(), valueCache.get(),
+  kvrt_append_args args = {sizeof(kvrt_append_args),
+                           nullptr,
+                           key.get(),
+                           value.get(),
+                           slots.get(),
+                           keyCache.get(),
+                           valueCache.get(),
                            KVRT_VARIANT_AUTO};
 
   bool failed = false;

@@ -114,10 +114,10 @@ TEST(Layouts, AxesGiveTheDocumentedShapes) {
     kvgen::abi::Layout layout;
     ASSERT_TRUE(kvgen::abi::parseLayout(e.name, &layout));
     OperationSpecs specs = makeSpecs(describe(layout));
-    EXPECT_EQ(dims(specs.keyCache), e.key);
-    EXPECT_EQ(dims(specs.valueCache), e.value);
-    EXPECT_STREQ(specs.keyCache.shapeText, e.keyText);
-    EXPECT_STREQ(specs.valueCache.shapeText, e.valueText);
+    EXPECT_EQ(dims(specs[kvgen::abi::Param::KeyCache]), e.key);
+    EXPECT_EQ(dims(specs[kvgen::abi::Param::ValueCache]), e.value);
+    EXPECT_STREQ(specs[kvgen::abi::Param::KeyCache].shapeText, e.keyText);
+    EXPECT_STREQ(specs[kvgen::abi::Param::ValueCache].shapeText, e.valueText);
   }
 }
 

@@ -68,7 +68,7 @@ bool launchAsOneThread(kvrt_bundle *bundle, const std::atomic<bool> &go,
   HostTensor valueCache =
       HostTensor::compact(bf16(), {kBlocks, kBlockSize, 2, kHeadDim});
   HostTensor otherKey = HostTensor::compact(bf16(), {kTokens, 2, kHeadDim});
-  kvrt_append_args args{};
+  kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
   args.key = key.get();
   args.value = value.get();
   args.slot_mapping = slots.get();

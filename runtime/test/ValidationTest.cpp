@@ -33,6 +33,44 @@ TEST_F(LaunchTest, NullBundleOrArgs) {
                 KVRT_ERROR_INVALID_ARGUMENT, {"args: is NULL"});
 }
 
+TEST_F(LaunchTest, StructSizeTooSmall) {
+  // A caller that left struct_size unset (0), or one of a struct that lost
+  // a field: refused by the struct's name before any field is read.
+  kvrt_append_args args = appendArgs();
+  args.struct_size = 0;
+  expectRefused(kvrt_append(bundle.get(), &args, nullptr),
+                KVRT_ERROR_INVALID_ARGUMENT,
+                {"args: struct_size is 0, smaller than any kvrt_append_args",
+                 "KVRT_ARGS_INIT"});
+  args.struct_size = KVRT_APPEND_ARGS_STRUCT_SIZE - 1;
+  expectRefused(kvrt_append(bundle.get(), &args, nullptr),
+                KVRT_ERROR_INVALID_ARGUMENT, {"kvrt_append_args"});
+  kvrt_slot_mapping_args slots = slotArgs();
+  slots.struct_size = sizeof(void *);
+  expectRefused(kvrt_build_slot_mapping(bundle.get(), &slots, nullptr),
+                KVRT_ERROR_INVALID_ARGUMENT,
+                {"smaller than any kvrt_slot_mapping_args"});
+  EXPECT_EQ(calls(), 0);
+}
+
+TEST_F(LaunchTest, StructSizeOfANewerCaller) {
+  // A caller compiled against a later header passes a longer struct: kvrt
+  // reads the fields it knows and ignores the rest.
+  struct Longer {
+    kvrt_append_args args;
+    const DLTensor *laterField;
+  } longer = {appendArgs(), nullptr};
+  longer.args.struct_size = sizeof(Longer);
+  longer.laterField = reinterpret_cast<const DLTensor *>(&longer);
+  EXPECT_EQ(kvrt_append(bundle.get(), &longer.args, nullptr), KVRT_SUCCESS)
+      << kvrt_last_error();
+  kvrt_append_args init = KVRT_ARGS_INIT(kvrt_append_args);
+  EXPECT_EQ(init.struct_size, sizeof(kvrt_append_args));
+  EXPECT_EQ(init.key, nullptr);
+  EXPECT_EQ(KVRT_APPEND_ARGS_STRUCT_SIZE, sizeof(kvrt_append_args));
+  EXPECT_EQ(calls(), 1);
+}
+
 TEST_F(LaunchTest, VariantOutOfRange) {
   // As a C caller can store it: an enum value outside kvrt_variant.
   kvrt_append_args args = appendArgs();

@@ -76,7 +76,7 @@ void appendOnce(kvrt_bundle *bundle, const std::vector<int64_t> &slots,
   ASSERT_TRUE(uploadVector(b, slots, slotBuffer, error)) << error;
   TensorArg slotArg(slotBuffer.get(), 0, b.device(), int64Type(), {tokens},
                     {1});
-  kvrt_append_args args{};
+  kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
   args.kernel = desc.name.c_str();
   args.key = source.key();
   args.value = source.value();

@@ -102,7 +102,7 @@ TEST(CudaGraph, AppendReplaysWithNewSlots) {
   ASSERT_TRUE(uploadVector(b, slots, slotBuffer, error)) << error;
   TensorArg slotArg(slotBuffer.get(), 0, b.device(), int64Type(),
                     {kGraphTokens}, {1});
-  kvrt_append_args args{};
+  kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
   args.kernel = desc.name.c_str();
   args.key = source.key();
   args.value = source.value();
@@ -273,7 +273,7 @@ TEST(CudaGraph, FusedAppendReplaysWithNewBlockTables) {
   captureAndReplayWithTables(
       desc, 1,
       [&](const TableBuffers &tables, SourceSet &source, CacheSet &caches) {
-        kvrt_fused_append_args args{};
+        kvrt_fused_append_args args = KVRT_ARGS_INIT(kvrt_fused_append_args);
         args.kernel = desc.name.c_str();
         args.key = source.key();
         args.value = source.value();
@@ -302,7 +302,7 @@ TEST(CudaGraph, SlotMappingThenAppendReplays) {
   captureAndReplayWithTables(
       append, 2,
       [&](const TableBuffers &tables, SourceSet &source, CacheSet &caches) {
-        kvrt_slot_mapping_args build{};
+        kvrt_slot_mapping_args build = KVRT_ARGS_INIT(kvrt_slot_mapping_args);
         build.kernel = slots.name.c_str();
         build.block_table = tables.tableArg.get();
         build.query_start_loc = tables.startsArg.get();
@@ -312,7 +312,7 @@ TEST(CudaGraph, SlotMappingThenAppendReplays) {
             kvrt_build_slot_mapping(s.bundle, &build, s.backend->stream());
         if (status != KVRT_SUCCESS)
           return status;
-        kvrt_append_args args{};
+        kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
         args.kernel = append.name.c_str();
         args.key = source.key();
         args.value = source.value();
@@ -483,7 +483,7 @@ void runLargeCache(const char *name) {
         t.starts.push_back(t.starts.back() + 1);
       }
       ASSERT_TRUE(tables.create(b, t, 1, error)) << error;
-      kvrt_fused_append_args args{};
+      kvrt_fused_append_args args = KVRT_ARGS_INIT(kvrt_fused_append_args);
       args.kernel = desc.name.c_str();
       args.key = source.key();
       args.value = source.value();
@@ -501,7 +501,7 @@ void runLargeCache(const char *name) {
       ASSERT_TRUE(uploadVector(b, launchSlots, slotBuffer, error)) << error;
       TensorArg slotArg(slotBuffer.get(), 0, b.device(), int64Type(), {tokens},
                         {1});
-      kvrt_append_args args{};
+      kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
       args.kernel = desc.name.c_str();
       args.key = source.key();
       args.value = source.value();

@@ -411,7 +411,7 @@ bool prepare(Backend &b, const Inputs &in, const RankWork &work, RankTensors &t,
 
 /// `desc` must outlive the launch (args.kernel points into it).
 kvrt_append_args appendArgs(const Description &desc, const RankTensors &t) {
-  kvrt_append_args args{};
+  kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
   args.kernel = desc.name.c_str();
   args.key = t.key.get();
   args.value = t.value.get();

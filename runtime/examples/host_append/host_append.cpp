@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
   DLTensor kc = cpuTensor(keyCache.data(), f32, cacheShape);
   DLTensor vc = cpuTensor(valueCache.data(), f32, cacheShape);
 
-  kvrt_append_args args = {};
+  kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
   args.kernel = append.c_str();
   args.key = &k;
   args.value = &v;

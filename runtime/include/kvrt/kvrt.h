@@ -113,6 +113,18 @@ kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled);
 kvrt_status kvrt_bundle_set_programmatic_launch(kvrt_bundle *bundle,
                                                 int enabled);
 
+/* Every args struct starts with `size_t struct_size`, which the caller sets
+ * to the size of the struct it was compiled with: KVRT_ARGS_INIT(type)
+ * initializes one that way, with every other field zero (NULL, AUTO). A later
+ * kvrt may add fields at the end of a struct; it reads only the fields that
+ * fit in struct_size and takes the others as zero, so a caller compiled
+ * against this header keeps working. A struct_size smaller than the struct's
+ * first version (the KVRT_*_ARGS_STRUCT_SIZE below) is refused with
+ * KVRT_ERROR_INVALID_ARGUMENT, naming the struct. */
+#define KVRT_STRUCT_SIZE(type, last_field)                                     \
+  (offsetof(type, last_field) + sizeof(((type *)0)->last_field))
+#define KVRT_ARGS_INIT(type) {sizeof(type)}
+
 /* Which variant a launch may use. AUTO picks a vector kernel when every
  * tensor meets its alignment promise, else the scalar one; of the vector
  * kernels, the wide one (planned for many tokens: two or four chunks a
@@ -140,6 +152,7 @@ typedef enum kvrt_variant {
  * compact, one scale per slot, written); the others must be NULL, and so must
  * all four for an unquantized description. */
 typedef struct kvrt_append_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_append_args) */
   const char *kernel;
   const DLTensor *key;
   const DLTensor *value;
@@ -152,6 +165,8 @@ typedef struct kvrt_append_args {
   const DLTensor *key_scale_cache;
   const DLTensor *value_scale_cache;
 } kvrt_append_args;
+#define KVRT_APPEND_ARGS_STRUCT_SIZE                                           \
+  KVRT_STRUCT_SIZE(kvrt_append_args, value_scale_cache)
 
 kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
                         kvrt_stream stream);
@@ -168,6 +183,7 @@ kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
  * static quantized description takes key_scale (per_tensor [1] or
  * per_token [num_tokens]); otherwise it must be NULL. */
 typedef struct kvrt_mla_append_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_mla_append_args) */
   const char *kernel;
   const DLTensor *kv_c;
   const DLTensor *k_pe;
@@ -176,6 +192,8 @@ typedef struct kvrt_mla_append_args {
   kvrt_variant variant;
   const DLTensor *key_scale;
 } kvrt_mla_append_args;
+#define KVRT_MLA_APPEND_ARGS_STRUCT_SIZE                                       \
+  KVRT_STRUCT_SIZE(kvrt_mla_append_args, key_scale)
 
 kvrt_status kvrt_mla_append(kvrt_bundle *bundle,
                             const kvrt_mla_append_args *args,
@@ -186,6 +204,7 @@ kvrt_status kvrt_mla_append(kvrt_bundle *bundle,
  * context_lens[r] + t - query_start_loc[r] of its block table row; padding
  * tokens and negative block ids write nothing. One launch. */
 typedef struct kvrt_mla_fused_append_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_mla_fused_append_args) */
   const char *kernel;
   const DLTensor *kv_c;
   const DLTensor *k_pe;
@@ -196,6 +215,8 @@ typedef struct kvrt_mla_fused_append_args {
   kvrt_variant variant;
   const DLTensor *key_scale;
 } kvrt_mla_fused_append_args;
+#define KVRT_MLA_FUSED_APPEND_ARGS_STRUCT_SIZE                                 \
+  KVRT_STRUCT_SIZE(kvrt_mla_fused_append_args, key_scale)
 
 kvrt_status kvrt_mla_fused_append(kvrt_bundle *bundle,
                                   const kvrt_mla_fused_append_args *args,
@@ -204,12 +225,15 @@ kvrt_status kvrt_mla_fused_append(kvrt_bundle *bundle,
 /* Build slot_mapping from the block table and per-request positions, on the
  * device (kernel kind slot_mapping). */
 typedef struct kvrt_slot_mapping_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_slot_mapping_args) */
   const char *kernel;
   const DLTensor *block_table;     /* int32 [num_reqs, max_blocks_per_req] */
   const DLTensor *query_start_loc; /* int32 [num_reqs + 1] */
   const DLTensor *context_lens;    /* int32 [num_reqs] */
   const DLTensor *slot_mapping;    /* int64 [num_tokens], written */
 } kvrt_slot_mapping_args;
+#define KVRT_SLOT_MAPPING_ARGS_STRUCT_SIZE                                     \
+  KVRT_STRUCT_SIZE(kvrt_slot_mapping_args, slot_mapping)
 
 kvrt_status kvrt_build_slot_mapping(kvrt_bundle *bundle,
                                     const kvrt_slot_mapping_args *args,
@@ -217,6 +241,7 @@ kvrt_status kvrt_build_slot_mapping(kvrt_bundle *bundle,
 
 /* Append straight from the block table and positions: one launch. */
 typedef struct kvrt_fused_append_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_fused_append_args) */
   const char *kernel;
   const DLTensor *key;
   const DLTensor *value;
@@ -232,6 +257,8 @@ typedef struct kvrt_fused_append_args {
   const DLTensor *key_scale_cache;
   const DLTensor *value_scale_cache;
 } kvrt_fused_append_args;
+#define KVRT_FUSED_APPEND_ARGS_STRUCT_SIZE                                     \
+  KVRT_STRUCT_SIZE(kvrt_fused_append_args, value_scale_cache)
 
 kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
                               const kvrt_fused_append_args *args,
@@ -248,6 +275,7 @@ kvrt_status kvrt_fused_append(kvrt_bundle *bundle,
  * naming the token). All four index tensors are int32 and contiguous;
  * batch_size is len(kv_indptr) - 1. Scales as in kvrt_append_args. */
 typedef struct kvrt_paged_kv_append_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_paged_kv_append_args) */
   const char *kernel;
   const DLTensor *key;
   const DLTensor *value;
@@ -263,6 +291,8 @@ typedef struct kvrt_paged_kv_append_args {
   const DLTensor *key_scale_cache;
   const DLTensor *value_scale_cache;
 } kvrt_paged_kv_append_args;
+#define KVRT_PAGED_KV_APPEND_ARGS_STRUCT_SIZE                                  \
+  KVRT_STRUCT_SIZE(kvrt_paged_kv_append_args, value_scale_cache)
 
 kvrt_status kvrt_paged_kv_append(kvrt_bundle *bundle,
                                  const kvrt_paged_kv_append_args *args,
@@ -274,6 +304,7 @@ kvrt_status kvrt_paged_kv_append(kvrt_bundle *bundle,
  * (x = float(q) * scale); slot < 0 leaves row i untouched. Scales as in
  * kvrt_append_args; static per_token(_head) scales are indexed by i. */
 typedef struct kvrt_gather_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_gather_args) */
   const char *kernel;
   const DLTensor *key_cache;
   const DLTensor *value_cache;
@@ -286,6 +317,8 @@ typedef struct kvrt_gather_args {
   const DLTensor *key_scale_cache;
   const DLTensor *value_scale_cache;
 } kvrt_gather_args;
+#define KVRT_GATHER_ARGS_STRUCT_SIZE                                           \
+  KVRT_STRUCT_SIZE(kvrt_gather_args, value_scale_cache)
 
 kvrt_status kvrt_gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
                         kvrt_stream stream);

@@ -7,7 +7,7 @@
 //   kvrt::Bundle bundle;
 //   if (kvrt::Status status = kvrt::Bundle::loadFile(path, bundle); !status)
 //     std::cerr << status.toString() << "\n";
-//   kvrt_append_args args = {...};
+//   kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
 //   kvrt::Status status = bundle.append(args, stream);
 //
 //===----------------------------------------------------------------------===//

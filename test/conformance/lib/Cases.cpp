@@ -249,7 +249,7 @@ public:
                     const DLTensor *slots, OutputSet &out, ScaleSet &scales,
                     std::string &failure,
                     kvrt_variant variant = KVRT_VARIANT_AUTO) {
-    kvrt_gather_args args{};
+    kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
     args.kernel = kernel.c_str();
     args.key_cache = caches.keyCache();
     args.value_cache = caches.valueCache();
@@ -381,7 +381,7 @@ public:
     TensorArg slots(slotBuffer.get(), 0, backend.device(), int64Type(),
                     {tokens}, {1});
 
-    kvrt_append_args args{};
+    kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
     args.kernel = desc.name.c_str();
     args.key = source.key();
     args.value = source.value();
@@ -571,7 +571,7 @@ public:
       return false;
     TensorArg slotArg(slotBuffer.get(), 0, backend.device(), int64Type(),
                       {t.numTokens}, {1});
-    kvrt_fused_append_args args{};
+    kvrt_fused_append_args args = KVRT_ARGS_INIT(kvrt_fused_append_args);
     args.kernel = desc.name.c_str();
     args.key = source.key();
     args.value = source.value();
@@ -704,7 +704,7 @@ public:
                          {static_cast<int64_t>(in.kvIndices.size())}, {1});
     TensorArg indptrArg(indptrBuf.get(), 0, dev, int32Type(),
                         {static_cast<int64_t>(in.kvIndptr.size())}, {1});
-    kvrt_paged_kv_append_args args{};
+    kvrt_paged_kv_append_args args = KVRT_ARGS_INIT(kvrt_paged_kv_append_args);
     args.kernel = desc.name.c_str();
     args.key = source.key();
     args.value = source.value();
@@ -811,7 +811,7 @@ public:
       return false;
     TensorArg outArg(out.get(), 0, backend.device(), int64Type(), {t.numTokens},
                      {1});
-    kvrt_slot_mapping_args args{};
+    kvrt_slot_mapping_args args = KVRT_ARGS_INIT(kvrt_slot_mapping_args);
     args.kernel = desc.name.c_str();
     args.block_table = tables.tableArg.get();
     args.query_start_loc = tables.startsArg.get();

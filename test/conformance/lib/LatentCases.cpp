@@ -231,7 +231,7 @@ bool Runner::buildSlots(const std::vector<int64_t> &want,
     return false;
   }
   std::string kernel = desc.slotMappingKernelName();
-  kvrt_slot_mapping_args args{};
+  kvrt_slot_mapping_args args = KVRT_ARGS_INIT(kvrt_slot_mapping_args);
   args.kernel = kernel.c_str();
   args.block_table = tables[0].get();
   args.query_start_loc = tables[1].get();
@@ -394,7 +394,8 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
                   {pStride, 1});
     const DLTensor *kPeArg = spec.breaks == Break::NoKPe ? nullptr : kPe.get();
     if (desc.kind == Kind::MlaFusedAppend) {
-      kvrt_mla_fused_append_args args{};
+      kvrt_mla_fused_append_args args =
+          KVRT_ARGS_INIT(kvrt_mla_fused_append_args);
       args.kernel = desc.name.c_str();
       args.kv_c = kvC.get();
       args.k_pe = kPeArg;
@@ -413,7 +414,7 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
       if (spec.checked)
         kvrt_bundle_set_checked(env.bundle, 0);
     } else {
-      kvrt_mla_append_args args{};
+      kvrt_mla_append_args args = KVRT_ARGS_INIT(kvrt_mla_append_args);
       args.kernel = desc.name.c_str();
       args.kv_c = kvC.get();
       args.k_pe = kPeArg;
@@ -431,7 +432,7 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
     const DLTensor *valueCache =
         spec.breaks == Break::GiveValueCache ? cacheArg.get() : nullptr;
     if (fusedTables) {
-      kvrt_fused_append_args args{};
+      kvrt_fused_append_args args = KVRT_ARGS_INIT(kvrt_fused_append_args);
       args.kernel = desc.name.c_str();
       args.key = key.get();
       args.value = value;
@@ -444,7 +445,7 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
       args.key_scale = scaleArg.get();
       status = kvrt_fused_append(env.bundle, &args, backend.stream());
     } else {
-      kvrt_append_args args{};
+      kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
       args.kernel = desc.name.c_str();
       args.key = key.get();
       args.value = value;
@@ -602,7 +603,7 @@ bool Runner::runGather(const std::vector<int64_t> &slots,
     scaleArg = TensorArg(scaleBuf.get(), 0, device, {kDLFloat, 32, 1},
                          scaleShape, TensorView::compactStrides(scaleShape));
 
-  kvrt_gather_args args{};
+  kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
   args.kernel = desc.name.c_str();
   args.key_cache = cacheArg.get();
   args.slot_mapping = slotArg.get();

@@ -118,9 +118,9 @@ protected:
   }
 
   kvrt_status append(kvrt_stream stream = nullptr) {
-    args = {nullptr,          keyTensor.get(), valueTensor.get(),
-            slotTensor.get(), kcTensor.get(),  vcTensor.get(),
-            KVRT_VARIANT_AUTO};
+    args = {sizeof(kvrt_append_args), nullptr,          keyTensor.get(),
+            valueTensor.get(),        slotTensor.get(), kcTensor.get(),
+            vcTensor.get(),           KVRT_VARIANT_AUTO};
     return kvrt_append(bundle, &args, stream);
   }
 
@@ -144,7 +144,7 @@ protected:
   std::vector<int64_t> inputShape{kTokens, kHeads, kHeadDim},
       slotShape{kTokens}, cacheShape{kBlocks, kBlockSize, kHeads, kHeadDim};
   kvrt::test::TensorArg keyTensor, valueTensor, slotTensor, kcTensor, vcTensor;
-  kvrt_append_args args = {};
+  kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
   std::vector<int64_t> hostSlots;
   std::vector<uint16_t> hostKey;
 };
