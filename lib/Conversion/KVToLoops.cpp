@@ -429,8 +429,28 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
 
 namespace {
 struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
+  using Base::Base;
+
+  PlanOptions getPlanOptions() const {
+    PlanOptions options;
+    options.chip = chip;
+    options.chunksPerThread = chunksPerThread;
+    options.tokensPerBlock = tokensPerBlock;
+    options.wholeWarps = wholeWarps;
+    options.minBlocksPerSM = minBlocksPerSM;
+    options.wideMinTokens = wideMinTokens;
+    options.wideMaxTokens = wideMaxTokens;
+    options.fastDivision = fastDivision;
+    return options;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    PlanOptions options = getPlanOptions();
+    if (std::optional<std::string> why = checkPlanOptions(options)) {
+      module.emitError("kv-to-loops: ") << *why;
+      return signalPassFailure();
+    }
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
       if (isa<kv::AppendOp, kv::MlaAppendOp, kv::SlotMappingOp,
@@ -439,7 +459,7 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {
-      std::vector<KernelPlan> plans = planKernels(op);
+      std::vector<KernelPlan> plans = planKernels(op, options);
       OpBuilder builder(op);
       for (const KernelPlan &plan : plans)
         buildKernel(builder, op->getLoc(), plan);

@@ -13,8 +13,11 @@
 #define KVGEN_CONVERSION_KERNELPLAN_H
 
 #include "kvgen/ABI/ABI.h"
+#include "kvgen/Conversion/ChipTable.h"
+#include "kvgen/Conversion/Passes.h"
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,12 +106,25 @@ struct KernelPlan {
   std::vector<abi::Param> getParams() const;
 };
 
-/// The kernels generated for `op` (a kv.append, kv.slot_mapping,
-/// kv.fused_append or kv.gather): the vector and scalar variants for appends
-/// and gathers, and for most appends and fused appends a wide variant
-/// (wideMinTokens and wideMaxTokens in KernelPlan.cpp say which, and for
-/// which token counts); one kernel for slot mappings.
-std::vector<KernelPlan> planKernels(mlir::Operation *op);
+/// The plan's options: kv-to-loops' pass options (Passes.td), so that the
+/// pass, the named pipelines, kvgen's --pipeline-options and collectPlans
+/// (the bundle's manifest) share one struct and its defaults. `chip` picks
+/// the row of the chip table the thresholds come from; every other field
+/// overrides one choice of the plan (its default leaves the choice to the
+/// plan).
+using PlanOptions = KVToLoopsOptions;
+
+/// Why `options` cannot plan kernels (a chip with no row in the chip table,
+/// a negative count), or nothing when they can.
+std::optional<std::string> checkPlanOptions(const PlanOptions &options);
+
+/// The kernels generated for `op` (a kv op of kernels): the vector and
+/// scalar variants for appends and gathers, and for most appends a wide
+/// variant (wideMinTokens and wideMaxTokens in KernelPlan.cpp say which, and
+/// for which token counts); one kernel for slot mappings. `options` must
+/// pass checkPlanOptions.
+std::vector<KernelPlan> planKernels(mlir::Operation *op,
+                                    const PlanOptions &options = {});
 
 /// Name of the function attribute that carries a plan's launch geometry
 /// through the loop nest to the GPU mapping.
