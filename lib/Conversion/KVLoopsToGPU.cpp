@@ -192,8 +192,10 @@ static LogicalResult mapToKernel(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       {int32_t(threadsX), int32_t(tokensPerBlock), 1}));
   kernel->setAttr(kLaunchAttrName, launch);
   // The plan's occupancy bound becomes ptxas's .minnctapersm.
-  if (auto minBlocks =
-          func->getAttrOfType<IntegerAttr>(kMinBlocksPerSMAttrName))
+  if (IntegerAttr minBlocks = func->getContext()
+                                  ->getLoadedDialect<kv::KVDialect>()
+                                  ->getMinBlocksPerSmAttrHelper()
+                                  .getAttr(func))
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     builder.getI32IntegerAttr(int32_t(minBlocks.getInt())));
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)

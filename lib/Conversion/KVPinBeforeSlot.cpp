@@ -14,8 +14,8 @@
 
 #include "OpaqueCopy.h"
 
-#include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Dialect/KV/IR/KVDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
@@ -32,27 +32,43 @@ struct KVPinBeforeSlotPass
   using Base::Base;
 
   void runOnOperation() override {
-    SmallVector<std::pair<Operation *, StringRef>> marked;
+    auto *kvDialect = getContext().getLoadedDialect<kvgen::kv::KVDialect>();
+    auto beforeSlot = kvDialect->getBeforeSlotAttrHelper();
+    auto keepNarrow = kvDialect->getKeepNarrowAttrHelper();
+    auto keepWide = kvDialect->getKeepWideAttrHelper();
+    auto sourceOffsetPin = kvDialect->getSourceOffsetPinAttrHelper();
+    // The marks are the kv dialect's, verified (KVDialect.cpp) to be on an
+    // op of one result of the width they keep.
+    struct Marked {
+      Operation *op;
+      bool sourceOffset, narrow, wideIndex;
+    };
+    SmallVector<Marked> marked;
     getOperation()->walk([&](Operation *op) {
-      for (StringRef mark :
-           {kvgen::kBeforeSlotAttrName, kvgen::kKeepNarrowAttrName,
-            kvgen::kKeepWideAttrName})
-        if (op->hasAttr(mark)) {
-          marked.push_back({op, mark});
-          break;
-        }
+      Marked m{op, beforeSlot.isAttrPresent(op), keepNarrow.isAttrPresent(op),
+               keepWide.isAttrPresent(op)};
+      if (m.sourceOffset || m.narrow || m.wideIndex)
+        marked.push_back(m);
     });
-    for (auto [op, mark] : marked) {
-      unsigned width = mark == kvgen::kKeepNarrowAttrName ? 32 : 64;
-      op->removeAttr(mark);
-      if (!nvvm || (mark == kvgen::kKeepWideAttrName && !wide))
+    for (const Marked &m : marked) {
+      Operation *op = m.op;
+      for (auto present : {std::make_pair(m.sourceOffset, beforeSlot.getName()),
+                           std::make_pair(m.narrow, keepNarrow.getName()),
+                           std::make_pair(m.wideIndex, keepWide.getName())})
+        if (present.first)
+          op->removeAttr(present.second);
+      if (!nvvm || (m.wideIndex && !wide && !m.sourceOffset && !m.narrow))
         continue;
-      // kv-to-loops marks 64-bit address terms before the slot, the slot's
-      // 64-bit token index and 32-bit block and token indices; a mark on
-      // anything else would silently go unpinned.
+      unsigned width = m.narrow ? 32 : 64;
+      // The verifier holds this for a module that passed it; a pass that
+      // runs without verification still gets a diagnostic, not a bad pin.
       if (op->getNumResults() != 1 ||
           !op->getResult(0).getType().isInteger(width)) {
-        op->emitOpError() << "is marked " << mark
+        op->emitOpError() << "is marked "
+                          << (m.sourceOffset ? beforeSlot.getName()
+                              : m.narrow     ? keepNarrow.getName()
+                                             : keepWide.getName())
+                                 .getValue()
                           << ", but only an op with one i" << width
                           << " result can be pinned";
         return signalPassFailure();
@@ -63,8 +79,8 @@ struct KVPinBeforeSlotPass
       auto pin = kvgen::createOpaqueCopy(b, op->getLoc(), value);
       value.replaceAllUsesExcept(pin.getResult(0), pin);
       // kv-to-loops marks only source offsets before the slot.
-      if (mark == kvgen::kBeforeSlotAttrName)
-        pin->setAttr(kvgen::kSourceOffsetPinAttrName, b.getUnitAttr());
+      if (m.sourceOffset)
+        sourceOffsetPin.setAttr(pin, b.getUnitAttr());
     }
   }
 };

@@ -130,33 +130,9 @@ std::vector<KernelPlan> planKernels(mlir::Operation *op,
 /// through the loop nest to the GPU mapping.
 inline constexpr llvm::StringLiteral kLaunchAttrName = "kv.launch";
 
-/// Marks an i64 address computation that kv-to-loops placed before the slot
-/// load on purpose (it needs no slot); kv-pin-before-slot keeps it there.
-inline constexpr llvm::StringLiteral kBeforeSlotAttrName = "kv.before_slot";
-
-/// Marks the pin (an `llvm.inline_asm`) that kv-pin-before-slot puts on a
-/// source offset, for kv-pin-addresses to turn into pinned addresses.
-inline constexpr llvm::StringLiteral kSourceOffsetPinAttrName =
-    "kv.source_offset_pin";
-
-/// Marks an i32 that kv-to-loops narrowed from a wider value it knows to be
-/// below 2^31 (the block index past the slot check; the token index of a
-/// block of several tokens), so that its products are mul.wide.u32;
-/// kv-pin-before-slot hides it from LLVM, which would otherwise fold the
-/// narrowing back into 64-bit math.
-inline constexpr llvm::StringLiteral kKeepNarrowAttrName = "kv.keep_narrow";
-
-/// Marks the i64 token index that addresses the slot mapping, a zero
-/// extension kv-pin-before-slot hides from LLVM: the slot's address is then
-/// a shift and an add, which ptxas computes in the uniform datapath when a
-/// block holds one token, instead of the `mul.wide.u32` LLVM would make of
-/// the extension, which it computes per thread (docs/dev/TUNING.md).
-inline constexpr llvm::StringLiteral kKeepWideAttrName = "kv.keep_wide";
-
-/// Name of the function attribute that carries a plan's minBlocksPerSM (an
-/// i64) from the loop nest to the GPU kernel.
-inline constexpr llvm::StringLiteral kMinBlocksPerSMAttrName =
-    "kv.min_blocks_per_sm";
+// The attributes kv-to-loops leaves for later passes (kv.min_blocks_per_sm,
+// kv.before_slot, kv.keep_wide, kv.keep_narrow) are the kv dialect's
+// discardable attributes (KVDialect.td), verified wherever they appear.
 
 } // namespace kvgen
 

@@ -105,7 +105,9 @@ def KVLoopsToGPU : Pass<"kv-loops-to-gpu", "::mlir::ModuleOp"> {
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
-    "::mlir::arith::ArithDialect", "::mlir::NVVM::NVVMDialect"
+    "::mlir::arith::ArithDialect", "::mlir::NVVM::NVVMDialect",
+    // Its attributes (kv.min_blocks_per_sm).
+    "::kvgen::kv::KVDialect"
   ];
 }
 
@@ -141,7 +143,13 @@ def KVPinBeforeSlot : Pass<"kv-pin-before-slot"> {
     a block index narrowed after the slot check, or the token index of a
     block of several tokens, which LLVM would fold back into 64-bit math,
     costing each product of it a full 64-bit multiply instead of one
-    mul.wide.u32.
+    mul.wide.u32. With `nvvm=true` and `wide=true`, the slot's token index
+    marked `kv.keep_wide` goes through the same `mov.b64`, so that its
+    zero extension is not turned into a `mul.wide.u32`.
+
+    The marks are the kv dialect's attributes, verified wherever they
+    appear; the pin of a source offset is marked `kv.source_offset_pin` for
+    kv-pin-addresses.
   }];
   let options = [
     Option<"nvvm", "nvvm", "bool", /*default=*/"false",
@@ -149,7 +157,8 @@ def KVPinBeforeSlot : Pass<"kv-pin-before-slot"> {
     Option<"wide", "wide", "bool", /*default=*/"true",
            "With nvvm, pin kv.keep_wide too (else only unmark it)">
   ];
-  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::kvgen::kv::KVDialect"];
 }
 
 def KVPinAddresses : Pass<"kv-pin-addresses"> {
@@ -164,7 +173,11 @@ def KVPinAddresses : Pass<"kv-pin-addresses"> {
     through the same opaque `mov.b64`. With one token a block the row is the
     same for all of a block's threads, and ptxas keeps it, the block index
     and the slot's address in the uniform datapath (with `kv.keep_wide` on
-    the slot's index, kv-pin-before-slot). A kernel whose `kv.launch` puts
+    the slot's index, kv-pin-before-slot). The two terms are told apart by
+    what they are, not by their order in the sum: the term within the token
+    is the zero extension of an i32 (or a constant, once folded); a sum
+    whose terms cannot be told apart keeps its pinned offset. A kernel
+    whose `kv.launch` puts
     several tokens in a block, and every kernel with `split=false`, keeps
     its pinned offsets: the marks are only removed. Either way no mark is
     left.
@@ -173,6 +186,7 @@ def KVPinAddresses : Pass<"kv-pin-addresses"> {
     Option<"split", "split", "bool", /*default=*/"true",
            "Pin the row and the element addresses (else only unmark)">
   ];
+  let dependentDialects = ["::kvgen::kv::KVDialect"];
 }
 
 def KVMarkKernelNoAlias : Pass<"kv-mark-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
