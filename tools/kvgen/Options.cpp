@@ -276,11 +276,13 @@ FailureOr<CodegenOptions> driver::getCodegenOptions() {
         (error.empty() ? StringRef("a value does not parse as its option's "
                                    "type (above)")
                        : StringRef(error).trim()));
-  for (const StringRef own : {"chip", "features"})
-    if ((own == "chip" ? options.chip : options.features).hasValue())
-      return refuseCodegen("--pipeline-options: " + own + "= is kvgen's --" +
-                           (own == "chip" ? "chip" : "kvgen-features") +
-                           " flag: give that instead");
+  // kvgen's own flags choose these, and check them (checkFlags).
+  if (options.chip.hasValue())
+    return refuseCodegen("--pipeline-options: chip= is kvgen's --chip flag: "
+                         "give that instead");
+  if (options.features.hasValue())
+    return refuseCodegen("--pipeline-options: features= is kvgen's "
+                         "--kvgen-features flag: give that instead");
   if (!pipelineOptions.empty() && emit == Stage::KV)
     return refuseCodegen("--pipeline-options choose the generated code; "
                          "--emit=kv stops before any is generated");
