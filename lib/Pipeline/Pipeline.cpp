@@ -12,6 +12,7 @@
 #include "kvgen/Pipeline/Pipeline.h"
 #include "kvgen/Conversion/Passes.h"
 #include "kvgen/Pipeline/Description.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"

@@ -14,14 +14,14 @@
 
 #include "OpaqueCopy.h"
 
-#include "kvgen/Conversion/Passes.h"
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVPINBEFORESLOT
-#include "kvgen/Conversion/Passes.h.inc"
+#include "kvgen/Transforms/Passes.h.inc"
 } // namespace kvgen
 
 using namespace mlir;

@@ -28,13 +28,13 @@
 #include "OpaqueCopy.h"
 
 #include "kvgen/Conversion/KernelPlan.h"
-#include "kvgen/Conversion/Passes.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVPINADDRESSES
-#include "kvgen/Conversion/Passes.h.inc"
+#include "kvgen/Transforms/Passes.h.inc"
 } // namespace kvgen
 
 using namespace mlir;
