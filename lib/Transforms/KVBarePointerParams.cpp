@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Plan/KernelPlan.h"
 #include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

@@ -1,6 +1,6 @@
 //===- KVMarkKernelNoAlias.cpp - noalias on kv kernels' buffer pointers ---===//
 
-#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Plan/KernelPlan.h"
 #include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

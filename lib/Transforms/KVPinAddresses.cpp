@@ -27,7 +27,7 @@
 
 #include "OpaqueCopy.h"
 
-#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Plan/KernelPlan.h"
 #include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

@@ -11,7 +11,7 @@
 #ifndef KVGEN_PIPELINE_DESCRIPTION_H
 #define KVGEN_PIPELINE_DESCRIPTION_H
 
-#include "kvgen/Conversion/ChipTable.h"
+#include "kvgen/Plan/ChipTable.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -72,7 +72,7 @@ llvm::StringRef getDefaultDescription();
 
 /// Whether `chip` names a GPU that the NVPTX back end (and so ptxas) knows:
 /// sm_XX, sm_XXa or sm_XXf, and that has a row in kvgen's chip table
-/// (kvgen/Conversion/ChipTable.h). `known`, if given, receives the list.
+/// (kvgen/Plan/ChipTable.h). `known`, if given, receives the list.
 bool isKnownChip(llvm::StringRef chip, std::string *known = nullptr);
 
 /// The PTX ISA version (major * 10 + minor) kvgen emits for a known chip:

@@ -11,7 +11,7 @@
 #ifndef KVGEN_PIPELINE_HOSTJIT_H
 #define KVGEN_PIPELINE_HOSTJIT_H
 
-#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

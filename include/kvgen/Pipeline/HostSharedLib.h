@@ -18,7 +18,7 @@
 #ifndef KVGEN_PIPELINE_HOSTSHAREDLIB_H
 #define KVGEN_PIPELINE_HOSTSHAREDLIB_H
 
-#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"

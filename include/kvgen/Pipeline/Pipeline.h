@@ -24,7 +24,7 @@
 #ifndef KVGEN_PIPELINE_PIPELINE_H
 #define KVGEN_PIPELINE_PIPELINE_H
 
-#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"

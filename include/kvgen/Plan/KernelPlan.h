@@ -9,13 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KVGEN_CONVERSION_KERNELPLAN_H
-#define KVGEN_CONVERSION_KERNELPLAN_H
+#ifndef KVGEN_PLAN_KERNELPLAN_H
+#define KVGEN_PLAN_KERNELPLAN_H
 
 #include "kvgen/ABI/ABI.h"
-#include "kvgen/Conversion/ChipTable.h"
 #include "kvgen/Conversion/Passes.h"
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
+#include "kvgen/Plan/ChipTable.h"
 
 #include <optional>
 #include <string>
@@ -136,4 +136,4 @@ inline constexpr llvm::StringLiteral kLaunchAttrName = "kv.launch";
 
 } // namespace kvgen
 
-#endif // KVGEN_CONVERSION_KERNELPLAN_H
+#endif // KVGEN_PLAN_KERNELPLAN_H

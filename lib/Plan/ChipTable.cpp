@@ -1,6 +1,6 @@
 //===- ChipTable.cpp - what kvgen knows of each GPU -----------------------===//
 
-#include "kvgen/Conversion/ChipTable.h"
+#include "kvgen/Plan/ChipTable.h"
 
 #include "llvm/ADT/StringExtras.h"
 

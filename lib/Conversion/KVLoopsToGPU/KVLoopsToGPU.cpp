@@ -21,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

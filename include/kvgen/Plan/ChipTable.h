@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KVGEN_CONVERSION_CHIPTABLE_H
-#define KVGEN_CONVERSION_CHIPTABLE_H
+#ifndef KVGEN_PLAN_CHIPTABLE_H
+#define KVGEN_PLAN_CHIPTABLE_H
 
 #include "llvm/ADT/StringRef.h"
 
@@ -74,4 +74,4 @@ unsigned chipNumber(llvm::StringRef chip);
 
 } // namespace kvgen
 
-#endif // KVGEN_CONVERSION_CHIPTABLE_H
+#endif // KVGEN_PLAN_CHIPTABLE_H

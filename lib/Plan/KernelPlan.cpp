@@ -1,6 +1,6 @@
 //===- KernelPlan.cpp - kernels, vector widths, launch geometry -----------===//
 
-#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include <numeric>
 

@@ -9,8 +9,8 @@
 #ifndef KVGEN_LIB_CONVERSION_KERNELBUILDER_H
 #define KVGEN_LIB_CONVERSION_KERNELBUILDER_H
 
-#include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
