@@ -33,7 +33,8 @@ HostKernels::Entry HostKernels::lookup(StringRef name) const {
   return *fn;
 }
 
-FailureOr<HostKernels> kvgen::compileForHost(ModuleOp module) {
+FailureOr<HostKernels> kvgen::compileForHost(ModuleOp module,
+                                             const PlanOptions &planOptions) {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -42,11 +43,11 @@ FailureOr<HostKernels> kvgen::compileForHost(ModuleOp module) {
   (void)initialized;
 
   HostKernels result;
-  result.plans = collectPlans(module);
+  result.plans = collectPlans(module, planOptions);
   result.bundle =
       writeBundle(result.plans, GPUTargetOptions(), /*ptx=*/"", std::nullopt);
   PassManager pm(module.getContext());
-  buildLoopsPipeline(pm);
+  buildLoopsPipeline(pm, planOptions);
   buildHostPipeline(pm);
   if (failed(pm.run(module)))
     return failure();

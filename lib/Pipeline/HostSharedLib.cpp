@@ -280,7 +280,8 @@ static FailureOr<std::string> linkSharedObject(StringRef object,
 
 FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,
                                                  PassManager &pm,
-                                                 std::string *toolError) {
+                                                 std::string *toolError,
+                                                 const PlanOptions &options) {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -290,9 +291,9 @@ FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,
 
   // The manifest comes from the kv ops, before lowering consumes them.
   std::string bundle =
-      writeBundle(collectPlans(module), GPUTargetOptions(), /*ptx=*/"",
+      writeBundle(collectPlans(module, options), GPUTargetOptions(), /*ptx=*/"",
                   /*cubin=*/std::nullopt);
-  buildLoopsPipeline(pm);
+  buildLoopsPipeline(pm, options);
   buildHostPipeline(pm);
   if (failed(pm.run(module)))
     return failure();

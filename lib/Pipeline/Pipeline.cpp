@@ -12,6 +12,7 @@
 #include "kvgen/Pipeline/Pipeline.h"
 #include "kvgen/Conversion/Passes.h"
 #include "kvgen/Pipeline/Description.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -20,35 +21,79 @@
 #include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/Support/CommandLine.h"
-
-// A tuning override, for measuring the alternative side by side
-// (docs/dev/TUNING.md): without noalias, LLVM keeps plain ld.global for the
-// inputs instead of the non-coherent ld.global.nc.
-static llvm::cl::opt<bool>
-    clNoAlias("kvgen-noalias", llvm::cl::Hidden, llvm::cl::init(true),
-              llvm::cl::desc("Mark the kernels' buffer pointers noalias "
-                             "(kv-mark-kernel-noalias)"));
-
-// For measuring the kernels before the uniform-datapath address forms
-// (docs/dev/TUNING.md): false leaves each source address
-// a pinned offset that its load adds to the buffer's pointer, and the slot's
-// address a mul.wide.u32 of the token index.
-static llvm::cl::opt<bool> clPinAddresses(
-    "kvgen-pin-addresses", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::desc("Pin the source addresses (the token's row, then the "
-                   "element) and the slot's wide index (kv-pin-addresses)"));
 
 using namespace mlir;
 using namespace kvgen;
 
-std::vector<KernelPlan> kvgen::collectPlans(ModuleOp module) {
+//===----------------------------------------------------------------------===//
+// Options
+//===----------------------------------------------------------------------===//
+
+std::optional<std::string>
+PipelineOptions::findUnused(LoweringStage last) const {
+  bool host = last == LoweringStage::Host;
+  bool gpuMapping =
+      last == LoweringStage::GPUMapping || last == LoweringStage::NVVM;
+  bool nvvm = last == LoweringStage::NVVM;
+  std::optional<std::string> unused;
+  auto check = [&](bool used, const auto &option) {
+    if (!used && !unused && option.hasValue())
+      unused = option.getArgStr().str();
+  };
+  check(!host, chip);
+  check(gpuMapping, elideTokenCheck);
+  check(nvvm, features);
+  check(nvvm, noAlias);
+  check(nvvm, pinAddresses);
+  return unused;
+}
+
+std::optional<std::string> PipelineOptions::check() const {
+  if (std::optional<std::string> why = checkPlanOptions(getPlanOptions()))
+    return why;
+  if (features.hasValue())
+    if (std::optional<std::string> why = checkPTXFeatures(chip, features))
+      return "features=" + features + ": " + *why;
+  return std::nullopt;
+}
+
+PlanOptions PipelineOptions::getPlanOptions() const {
+  PlanOptions options;
+  options.chip = chip;
+  options.chunksPerThread = chunksPerThread;
+  options.tokensPerBlock = tokensPerBlock;
+  options.wholeWarps = wholeWarps;
+  options.minBlocksPerSM = minBlocksPerSM;
+  options.wideMinTokens = wideMinTokens;
+  options.wideMaxTokens = wideMaxTokens;
+  options.fastDivision = fastDivision;
+  return options;
+}
+
+KVLoopsToGPUOptions PipelineOptions::getGPUMappingOptions() const {
+  KVLoopsToGPUOptions options;
+  options.elideTokenCheck = elideTokenCheck;
+  return options;
+}
+
+GPUTargetOptions PipelineOptions::getGPUTargetOptions() const {
+  GPUTargetOptions options;
+  options.chip = chip;
+  options.features =
+      features.empty() ? ptxFeaturesFor(chip) : features.getValue();
+  options.noAlias = noAlias;
+  options.pinAddresses = pinAddresses;
+  return options;
+}
+
+std::vector<KernelPlan> kvgen::collectPlans(ModuleOp module,
+                                            const PlanOptions &options) {
   std::vector<KernelPlan> plans;
   // Only kv ops become kernels; anything else is refused by
   // verifyDescription, and skipped here for callers that did not ask.
   for (Operation &op : module.getBody()->getOperations())
     if (isa_and_nonnull<kv::KVDialect>(op.getDialect()))
-      for (KernelPlan &plan : planKernels(&op))
+      for (KernelPlan &plan : planKernels(&op, options))
         plans.push_back(std::move(plan));
   return plans;
 }
@@ -57,14 +102,15 @@ std::vector<KernelPlan> kvgen::collectPlans(ModuleOp module) {
 // Pass pipelines
 //===----------------------------------------------------------------------===//
 
-void kvgen::buildLoopsPipeline(OpPassManager &pm) {
-  pm.addPass(createKVToLoops());
+void kvgen::buildLoopsPipeline(OpPassManager &pm, const PlanOptions &options) {
+  pm.addPass(createKVToLoops(options));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
 
-void kvgen::buildGPUMappingPipeline(OpPassManager &pm) {
-  pm.addPass(createKVLoopsToGPU());
+void kvgen::buildGPUMappingPipeline(OpPassManager &pm,
+                                    const KVLoopsToGPUOptions &options) {
+  pm.addPass(createKVLoopsToGPU(options));
 }
 
 void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
@@ -94,13 +140,13 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   gpu.addPass(createKVExpandFP8Casts(fp8));
   KVPinBeforeSlotOptions pin;
   pin.nvvm = true;
-  pin.wide = clPinAddresses;
+  pin.wide = opts.pinAddresses;
   gpu.addPass(createKVPinBeforeSlot(pin));
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64;
   gpu.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
   gpu.addPass(createKVBarePointerParams());
-  if (clNoAlias)
+  if (opts.noAlias)
     gpu.addPass(createKVMarkKernelNoAlias());
   gpu.addPass(LLVM::createNVVMOptimizeForTargetPass());
   gpu.addPass(createCanonicalizerPass());
@@ -109,7 +155,7 @@ void kvgen::buildNVVMPipeline(OpPassManager &pm, const GPUTargetOptions &opts) {
   // On the canonical form, where a load's GEP takes the pinned offset
   // itself (the descriptor's offset 0 and stride 1 folded away).
   KVPinAddressesOptions addresses;
-  addresses.split = clPinAddresses;
+  addresses.split = opts.pinAddresses;
   gpu.addPass(createKVPinAddresses(addresses));
 }
 

@@ -14,70 +14,70 @@
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
+using namespace kvgen;
 
-namespace {
-
-struct NVVMPipelineOptions : public PassPipelineOptions<NVVMPipelineOptions> {
-  Option<std::string> chip{*this, "chip",
-                           llvm::cl::desc("The GPU the kernels are for"),
-                           llvm::cl::init("sm_90")};
-  Option<std::string> features{*this, "features",
-                               llvm::cl::desc("PTX features, e.g. +ptx80 "
-                                              "(default: the chip's)"),
-                               llvm::cl::init("")};
-};
-
-} // namespace
-
-void kvgen::registerKVGenPipelines() {
-  PassPipelineRegistration<>(
-      "kv-lower-to-loops",
-      "kv ops to the target-independent loop nest of their kernels",
-      [](OpPassManager &pm) { buildLoopsPipeline(pm); });
-  PassPipelineRegistration<>("kv-lower-to-gpu",
-                             "kv ops to gpu.module kernels (the GPU mapping)",
-                             [](OpPassManager &pm) {
-                               buildLoopsPipeline(pm);
-                               buildGPUMappingPipeline(pm);
-                             });
-  // Registered by hand, not through PassPipelineRegistration, to refuse a
-  // chip the NVPTX back end does not know (as kvgen --chip does) instead of
-  // attaching a target nothing can load.
+/// Registers `name` as the pipelines up to `last`, taking the
+/// PipelineOptions those stages use: an option of a later stage, a chip
+/// the NVPTX back end or the chip table does not know, or a value the plan
+/// cannot use is refused (as kvgen refuses them) instead of ignored.
+static void registerPipeline(StringRef name, StringRef description,
+                             LoweringStage last) {
+  std::string pipeline = name.str();
   registerPassPipeline(
-      "kv-lower-to-nvvm",
-      "kv ops to GPU kernels in the NVVM and LLVM dialects, ready for PTX",
-      [](OpPassManager &pm, StringRef text,
-         function_ref<LogicalResult(const Twine &)> errorHandler) {
-        NVVMPipelineOptions options;
+      name, description,
+      [pipeline,
+       last](OpPassManager &pm, StringRef text,
+             function_ref<LogicalResult(const Twine &)> errorHandler) {
+        PipelineOptions options;
         if (failed(options.parseFromString(text)))
           return failure();
+        if (std::optional<std::string> unused = options.findUnused(last))
+          return errorHandler(pipeline + ": " + *unused +
+                              " is an option of a stage this pipeline does "
+                              "not run");
         std::string known;
-        if (!isKnownChip(options.chip, &known))
-          return errorHandler("kv-lower-to-nvvm: chip=" + options.chip +
+        if (last != LoweringStage::Host && !isKnownChip(options.chip, &known))
+          return errorHandler(pipeline + ": chip=" + options.chip +
                               " is not a chip kvgen generates for; expected "
                               "one of " +
                               known);
-        if (!options.features.empty())
-          if (std::optional<std::string> why =
-                  checkPTXFeatures(options.chip, options.features))
-            return errorHandler(
-                "kv-lower-to-nvvm: features=" + options.features + ": " + *why);
-        GPUTargetOptions target;
-        target.chip = options.chip;
-        target.features = options.features;
-        buildLoopsPipeline(pm);
-        buildGPUMappingPipeline(pm);
-        buildNVVMPipeline(pm, target);
+        if (std::optional<std::string> why = options.check())
+          return errorHandler(pipeline + ": " + *why);
+        buildLoopsPipeline(pm, options.getPlanOptions());
+        switch (last) {
+        case LoweringStage::Loops:
+          break;
+        case LoweringStage::Host:
+          buildHostPipeline(pm);
+          break;
+        case LoweringStage::NVVM:
+        case LoweringStage::GPUMapping:
+          buildGPUMappingPipeline(pm, options.getGPUMappingOptions());
+          if (last == LoweringStage::NVVM)
+            buildNVVMPipeline(pm, options.getGPUTargetOptions());
+          break;
+        }
         return success();
       },
       [](function_ref<void(const detail::PassOptions &)> optionHandler) {
-        optionHandler(NVVMPipelineOptions());
+        optionHandler(PipelineOptions());
       });
-  PassPipelineRegistration<>(
+}
+
+void kvgen::registerKVGenPipelines() {
+  registerPipeline(
+      "kv-lower-to-loops",
+      "kv ops to the target-independent loop nest of their kernels",
+      LoweringStage::Loops);
+  registerPipeline("kv-lower-to-gpu",
+                   "kv ops to gpu.module kernels (the GPU mapping)",
+                   LoweringStage::GPUMapping);
+  registerPipeline(
+      "kv-lower-to-nvvm",
+      "kv ops to GPU kernels in the NVVM and LLVM dialects, ready for PTX",
+      LoweringStage::NVVM);
+  registerPipeline(
       "kv-lower-to-host",
       "kv ops to host functions in the LLVM dialect (the CPU target)",
-      [](OpPassManager &pm) {
-        buildLoopsPipeline(pm);
-        buildHostPipeline(pm);
-      });
+      LoweringStage::Host);
 }

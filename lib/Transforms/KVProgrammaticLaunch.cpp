@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvgen/Conversion/Passes.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -27,7 +27,7 @@
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVPROGRAMMATICLAUNCH
-#include "kvgen/Conversion/Passes.h.inc"
+#include "kvgen/Transforms/Passes.h.inc"
 } // namespace kvgen
 
 using namespace mlir;

@@ -1,5 +1,5 @@
 // RUN: kvgen %s --emit=bundle -o - | FileCheck %s
-// RUN: kvgen %s --emit=bundle --kvgen-whole-warps=false -o - | FileCheck %s --check-prefix=RULE
+// RUN: kvgen %s --emit=bundle --pipeline-options='whole-warps=false' -o - | FileCheck %s --check-prefix=RULE
 
 // Launch geometry in whole warps: a block whose tokens would leave a warp
 // part-filled takes more tokens, up to 512 threads. Without it (the

@@ -15,11 +15,12 @@
 //                               as the GPU suite runs under compute-sanitizer):
 //                               for the sanitizer build, whose JIT is slow
 //
-// KVGEN_OPTIONS passes kvgen's own options to the compiler, e.g. the kernel
-// plan's tuning overrides (KVGEN_OPTIONS=--kvgen-chunks-per-thread=2), so
-// that an alternative plan is checked on every description before it is
-// measured. Such a plan may have no wide kernels: with KVGEN_OPTIONS set,
-// each bundle says whether its description has one.
+// KVGEN_OPTIONS passes kvgen's --pipeline-options to the compiler, e.g. the
+// kernel plan's overrides
+// (KVGEN_OPTIONS="--pipeline-options='chunks-per-thread=2'"), so that an
+// alternative plan is checked on every description before it is measured. Such
+// a plan may have no wide kernels: with KVGEN_OPTIONS set, each bundle says
+// whether its description has one.
 //
 // The whole matrix runs, nothing sampled: 671 descriptions, 16090 cases,
 // about 2.75 minutes of one core (the JIT is 45 s of it).
@@ -50,10 +51,18 @@ using namespace kvgen::conformance;
 
 namespace {
 
+/// kvgen's --pipeline-options, read from KVGEN_OPTIONS only: the host
+/// pipeline takes the kernel plan's options.
+llvm::cl::opt<std::string> pipelineOptions(
+    "pipeline-options",
+    llvm::cl::desc("kvgen's --pipeline-options (the kernel plan's)"),
+    llvm::cl::init(""));
+
 /// Host memory (the conformance library's) and JIT-compiled kernels.
 class HostBackend : public HostMemoryBackend {
 public:
-  HostBackend() : context(makeRegistry()) {
+  explicit HostBackend(const PlanOptions &planOptions)
+      : context(makeRegistry()), planOptions(planOptions) {
     context.loadAllAvailableDialects();
     // Keep the JIT's diagnostics as the reason bundleFor() failed.
     context.getDiagEngine().registerHandler([this](mlir::Diagnostic &d) {
@@ -99,7 +108,8 @@ private:
     mlir::OwningOpRef<mlir::ModuleOp> module = parseDescription(text, &context);
     if (!module)
       return false;
-    mlir::FailureOr<HostKernels> compiled = compileForHost(*module);
+    mlir::FailureOr<HostKernels> compiled =
+        compileForHost(*module, planOptions);
     if (mlir::failed(compiled))
       return false;
     kernels = std::make_unique<HostKernels>(std::move(*compiled));
@@ -126,6 +136,7 @@ private:
   }
 
   mlir::MLIRContext context;
+  PlanOptions planOptions;
   std::unique_ptr<HostKernels> kernels;
   kvrt_bundle *bundle = nullptr;
   bool fixed = false;
@@ -217,8 +228,20 @@ int main(int argc, char **argv) {
                                     "KVGEN_OPTIONS");
   bool useDefault = false, reduced = false;
   RunOptions options;
-  const char *kvgenOptions = std::getenv("KVGEN_OPTIONS");
-  options.planOverridden = kvgenOptions && *kvgenOptions;
+  PipelineOptions pipeline;
+  if (mlir::failed(pipeline.parseFromString(pipelineOptions, llvm::errs())))
+    return 2;
+  if (std::optional<std::string> unused =
+          pipeline.findUnused(LoweringStage::Host)) {
+    std::cerr << "error: KVGEN_OPTIONS: --pipeline-options: " << *unused
+              << " is not an option of the host pipeline\n";
+    return 2;
+  }
+  if (std::optional<std::string> why = pipeline.check()) {
+    std::cerr << "error: KVGEN_OPTIONS: --pipeline-options: " << *why << "\n";
+    return 2;
+  }
+  options.planOverridden = !pipelineOptions.empty();
   std::string filter;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -242,7 +265,7 @@ int main(int argc, char **argv) {
   // A kernel that writes out of bounds can take the process down: keep
   // every line printed before that.
   std::cout << std::unitbuf;
-  HostBackend backend;
+  HostBackend backend(pipeline.getPlanOptions());
   std::vector<Description> matrix;
   if (useDefault) {
     std::cout << "host target: the default description\n"

@@ -7,6 +7,7 @@
 
 #include "kvgen/Conversion/Passes.h"
 #include "kvgen/Pipeline/Pipeline.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -14,6 +15,7 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   kvgen::registerKVGenPasses();
+  kvgen::registerKVGenTransformsPasses();
   kvgen::registerKVGenPipelines();
   mlir::DialectRegistry registry;
   kvgen::registerKVGenDialects(registry);

@@ -73,6 +73,15 @@ cl::opt<bool> driver::programmaticLaunch(
 cl::opt<bool> driver::ptxasVerbose(
     "ptxas-verbose", cl::desc("Run ptxas -v on the PTX and print its report"),
     cl::init(false), cl::cat(kvgenCategory));
+cl::opt<std::string> driver::pipelineOptions(
+    "pipeline-options",
+    cl::desc("Code-generation options, space-separated, as the named "
+             "pipelines take them (kvgen-opt --help, kv-lower-to-nvvm): the "
+             "kernel plan's (e.g. chunks-per-thread=2 wide-min-tokens=0; "
+             "the bundle records the same plan), elide-token-check, "
+             "noalias, pin-addresses. For measuring an alternative beside "
+             "the defaults"),
+    cl::value_desc("'name=value ...'"), cl::init(""), cl::cat(kvgenCategory));
 cl::opt<bool> driver::verifyDiagnostics(
     "verify-diagnostics",
     cl::desc("Check diagnostics against expected-* lines in the input"),
@@ -250,6 +259,59 @@ LogicalResult driver::checkFlags() {
     if (std::optional<std::string> why = checkPTXFeatures(chip, features))
       return refuse("--kvgen-features=" + features + ": " + *why);
   return success();
+}
+
+static FailureOr<CodegenOptions> refuseCodegen(const llvm::Twine &message) {
+  (void)refuse(message);
+  return failure();
+}
+
+FailureOr<CodegenOptions> driver::getCodegenOptions() {
+  PipelineOptions options;
+  std::string error;
+  llvm::raw_string_ostream errorStream(error);
+  if (failed(options.parseFromString(pipelineOptions, errorStream)))
+    return refuseCodegen(
+        "--pipeline-options='" + pipelineOptions + "': " +
+        (error.empty() ? StringRef("a value does not parse as its option's "
+                                   "type (above)")
+                       : StringRef(error).trim()));
+  // kvgen's own flags choose these, and check them (checkFlags).
+  if (options.chip.hasValue())
+    return refuseCodegen("--pipeline-options: chip= is kvgen's --chip flag: "
+                         "give that instead");
+  if (options.features.hasValue())
+    return refuseCodegen("--pipeline-options: features= is kvgen's "
+                         "--kvgen-features flag: give that instead");
+  if (!pipelineOptions.empty() && emit == Stage::KV)
+    return refuseCodegen("--pipeline-options choose the generated code; "
+                         "--emit=kv stops before any is generated");
+  LoweringStage last = target == Target::Host ? LoweringStage::Host
+                       : emit == Stage::Loops ? LoweringStage::Loops
+                       : emit == Stage::GPU   ? LoweringStage::GPUMapping
+                                              : LoweringStage::NVVM;
+  if (std::optional<std::string> unused = options.findUnused(last))
+    return refuseCodegen("--pipeline-options: " + *unused + " applies to " +
+                         (*unused == "elide-token-check"
+                              ? "the GPU mapping: use it with --target=gpu and "
+                                "--emit=gpu or later"
+                              : "the NVVM lowering: use it with --target=gpu "
+                                "and --emit=nvvm or later"));
+  // The host plans as for the chip table's default row; the GPU for --chip.
+  if (target != Target::Host)
+    options.chip = chip.getValue();
+  if (std::optional<std::string> why = options.check())
+    return refuseCodegen("--pipeline-options: " + *why);
+  CodegenOptions codegen;
+  codegen.plan = options.getPlanOptions();
+  codegen.gpuMapping = options.getGPUMappingOptions();
+  codegen.target = options.getGPUTargetOptions();
+  codegen.target.features =
+      features.getNumOccurrences() ? features.getValue() : ptxFeaturesFor(chip);
+  // The host has no grid to wait for: its kernels never say they wait.
+  codegen.target.programmaticLaunch =
+      programmaticLaunch && target != Target::Host;
+  return codegen;
 }
 
 /// The MLIR spelling of an ABI dtype name.

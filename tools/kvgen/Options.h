@@ -9,6 +9,8 @@
 #ifndef KVGEN_TOOLS_KVGEN_OPTIONS_H
 #define KVGEN_TOOLS_KVGEN_OPTIONS_H
 
+#include "kvgen/Pipeline/Pipeline.h"
+
 #include "mlir/Support/LLVM.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -46,6 +48,20 @@ extern llvm::cl::opt<bool> programmaticLaunch;
 extern llvm::cl::opt<bool> ptxasVerbose;
 extern llvm::cl::opt<bool> verifyDiagnostics;
 extern llvm::cl::opt<std::string> nameFlag;
+extern llvm::cl::opt<std::string> pipelineOptions;
+
+/// The code-generation options of every stage kvgen runs: --pipeline-options
+/// with --chip and --kvgen-features.
+struct CodegenOptions {
+  PlanOptions plan;
+  KVLoopsToGPUOptions gpuMapping;
+  GPUTargetOptions target;
+};
+
+/// --pipeline-options, checked: an option of a stage that the --target and
+/// --emit given do not run, chip= or features= (kvgen's own flags choose
+/// them), or a value the plan cannot use is refused ("kvgen: ...").
+mlir::FailureOr<CodegenOptions> getCodegenOptions();
 
 /// Refuses combinations of flags in which one would be ignored, and values
 /// that are checked before any description is read (the chip, the header

@@ -90,6 +90,7 @@ static std::string printModule(ModuleOp module) {
 }
 
 static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                             const CodegenOptions &codegen,
                              TimingScope &timing) {
   TimingScope parseTiming = timing.nest("Parse and verify");
   OwningOpRef<ModuleOp> module = parseDescription(sourceMgr, &context);
@@ -99,13 +100,8 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   if (emit == Stage::KV)
     return writeOutput(printModule(*module));
 
-  std::vector<KernelPlan> plans = collectPlans(*module);
-  GPUTargetOptions gpuOptions;
-  gpuOptions.chip = chip;
-  gpuOptions.features =
-      features.getNumOccurrences() ? features.getValue() : ptxFeaturesFor(chip);
-  // The host has no grid to wait for: its kernels never say they wait.
-  gpuOptions.programmaticLaunch = programmaticLaunch && target != Target::Host;
+  std::vector<KernelPlan> plans = collectPlans(*module, codegen.plan);
+  const GPUTargetOptions &gpuOptions = codegen.target;
 
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
@@ -117,12 +113,13 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
     // A linker's failure is the tool's, not the description's: unlocated,
     // like ptxas's.
     std::string toolError;
-    FailureOr<std::string> lib = buildHostSharedLib(*module, pm, &toolError);
+    FailureOr<std::string> lib =
+        buildHostSharedLib(*module, pm, &toolError, codegen.plan);
     if (failed(lib) && !toolError.empty())
       llvm::errs() << "kvgen: " << toolError << "\n";
     return failed(lib) ? failure() : writeOutput(*lib);
   }
-  buildLoopsPipeline(pm);
+  buildLoopsPipeline(pm, codegen.plan);
   if (target == Target::Host) {
     if (emit == Stage::Bundle) {
       // A host bundle: the manifest only; the kernels are JIT-compiled by
@@ -139,7 +136,7 @@ static LogicalResult compile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   }
 
   if (emit != Stage::Loops)
-    buildGPUMappingPipeline(pm);
+    buildGPUMappingPipeline(pm, codegen.gpuMapping);
   if (emit != Stage::Loops && emit != Stage::GPU)
     buildNVVMPipeline(pm, gpuOptions);
   if (failed(pm.run(*module)))
@@ -210,6 +207,9 @@ int main(int argc, char **argv) {
     return printSupportMatrix();
   if (failed(checkFlags()))
     return 1;
+  FailureOr<CodegenOptions> codegen = getCodegenOptions();
+  if (failed(codegen))
+    return 1;
 
   DialectRegistry registry;
   registerKVGenDialects(registry);
@@ -248,9 +248,9 @@ int main(int argc, char **argv) {
 
   if (verifyDiagnostics) {
     SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);
-    (void)compile(context, sourceMgr, timing);
+    (void)compile(context, sourceMgr, *codegen, timing);
     return failed(handler.verify()) ? 1 : 0;
   }
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  return succeeded(compile(context, sourceMgr, timing)) ? 0 : 1;
+  return succeeded(compile(context, sourceMgr, *codegen, timing)) ? 0 : 1;
 }

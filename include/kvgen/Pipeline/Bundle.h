@@ -10,8 +10,8 @@
 #ifndef KVGEN_PIPELINE_BUNDLE_H
 #define KVGEN_PIPELINE_BUNDLE_H
 
-#include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Pipeline/Pipeline.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include <optional>
 #include <string>

@@ -11,6 +11,8 @@
 #ifndef KVGEN_PIPELINE_DESCRIPTION_H
 #define KVGEN_PIPELINE_DESCRIPTION_H
 
+#include "kvgen/Plan/ChipTable.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -69,15 +71,14 @@ mlir::OwningOpRef<mlir::ModuleOp> parseDescription(llvm::StringRef text,
 llvm::StringRef getDefaultDescription();
 
 /// Whether `chip` names a GPU that the NVPTX back end (and so ptxas) knows:
-/// sm_XX, sm_XXa or sm_XXf. `known`, if given, receives the list.
+/// sm_XX, sm_XXa or sm_XXf, and that has a row in kvgen's chip table
+/// (kvgen/Plan/ChipTable.h). `known`, if given, receives the list.
 bool isKnownChip(llvm::StringRef chip, std::string *known = nullptr);
-
-/// The number of sm_XX[a|f] (75 for sm_75), or 0 for another spelling.
-unsigned chipNumber(llvm::StringRef chip);
 
 /// The PTX ISA version (major * 10 + minor) kvgen emits for a known chip:
 /// the lowest that knows the chip, raised where the back end needs a later
-/// one for an instruction of kvgen's kernels (one table, Chip.cpp). 0 for a
+/// one for an instruction of kvgen's kernels (the chip table, ChipTable.cpp).
+/// 0 for a
 /// chip kvgen does not know.
 unsigned ptxVersionFor(llvm::StringRef chip);
 

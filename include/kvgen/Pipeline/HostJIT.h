@@ -11,7 +11,7 @@
 #ifndef KVGEN_PIPELINE_HOSTJIT_H
 #define KVGEN_PIPELINE_HOSTJIT_H
 
-#include "kvgen/Conversion/KernelPlan.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -38,15 +38,18 @@ public:
   Entry lookup(llvm::StringRef name) const;
 
 private:
-  friend mlir::FailureOr<HostKernels> compileForHost(mlir::ModuleOp);
+  friend mlir::FailureOr<HostKernels> compileForHost(mlir::ModuleOp,
+                                                     const PlanOptions &);
   HostKernels();
   std::unique_ptr<mlir::ExecutionEngine> engine;
   std::vector<KernelPlan> plans;
   std::string bundle;
 };
 
-/// JIT-compiles every kernel of a kv module (which is consumed) for the host.
-mlir::FailureOr<HostKernels> compileForHost(mlir::ModuleOp module);
+/// JIT-compiles every kernel of a kv module (which is consumed) for the host,
+/// planned with `options` (which must pass checkPlanOptions).
+mlir::FailureOr<HostKernels> compileForHost(mlir::ModuleOp module,
+                                            const PlanOptions &options = {});
 
 } // namespace kvgen
 

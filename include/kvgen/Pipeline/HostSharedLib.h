@@ -18,6 +18,8 @@
 #ifndef KVGEN_PIPELINE_HOSTSHAREDLIB_H
 #define KVGEN_PIPELINE_HOSTSHAREDLIB_H
 
+#include "kvgen/Plan/KernelPlan.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -36,10 +38,13 @@ namespace kvgen {
 /// the module and writes nothing. A failure of the linking step (the driver
 /// not found, failed or killed, a temporary file not written, the linked
 /// file not a shared object of this host) is not the description's: with
-/// `toolError`, its message goes there instead of onto the module.
+/// `toolError`, its message goes there instead of onto the module. The
+/// kernels and the manifest are planned with `options` (which must pass
+/// checkPlanOptions).
 mlir::FailureOr<std::string>
 buildHostSharedLib(mlir::ModuleOp module, mlir::PassManager &pm,
-                   std::string *toolError = nullptr);
+                   std::string *toolError = nullptr,
+                   const PlanOptions &options = {});
 
 /// "kvgen <version> (bundle format <n>)": what `kvgen --version` prints and
 /// what a shared object records as its producer. Caches of generated

@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
@@ -173,7 +174,75 @@ LogicalResult KVDialect::verifyOperationAttribute(Operation *op,
     return op->emitError() << "'" << getParamNameAttrName()
                            << "' names a kernel parameter: it belongs on a "
                               "function argument, not on an operation";
-  return success();
+  if (attr.getName() == "kv.launch")
+    return success();
+  return verifyContractAttribute(op, attr);
+}
+
+/// Whether `op` has one result, of type i`width`.
+static bool hasOneIntegerResult(Operation *op, unsigned width) {
+  return op->getNumResults() == 1 &&
+         op->getResult(0).getType().isInteger(width);
+}
+
+LogicalResult KVDialect::verifyContractAttribute(Operation *op,
+                                                 NamedAttribute attr) {
+  StringAttr name = attr.getName();
+  Attribute value = attr.getValue();
+  auto emit = [&]() {
+    return op->emitError() << "'" << name.getValue() << "' ";
+  };
+  if (name == getMinBlocksPerSmAttrHelper().getName()) {
+    auto bound = dyn_cast<IntegerAttr>(value);
+    if (!bound || !bound.getType().isInteger(64) || bound.getInt() < 1)
+      return emit() << "must be a positive i64 (blocks a kernel keeps room "
+                       "for on one SM), got "
+                    << value;
+    if (!isa<FunctionOpInterface>(op))
+      return emit() << "is a kernel's occupancy bound: it belongs on a "
+                       "function, not on '"
+                    << op->getName() << "'";
+    return success();
+  }
+  struct Mark {
+    StringAttr name;
+    unsigned width;
+    const char *what;
+  };
+  const Mark marks[] = {
+      {getBeforeSlotAttrHelper().getName(), 64,
+       "an address term computed before the slot load"},
+      {getKeepWideAttrHelper().getName(), 64, "the slot's 64-bit token index"},
+      {getKeepNarrowAttrHelper().getName(), 32, "a narrowed 32-bit index"},
+  };
+  for (const Mark &mark : marks) {
+    if (name != mark.name)
+      continue;
+    if (!isa<UnitAttr>(value))
+      return emit() << "is a unit attribute, got " << value;
+    if (!hasOneIntegerResult(op, mark.width))
+      return emit() << "marks " << mark.what
+                    << ": it belongs on an operation of one i" << mark.width
+                    << " result";
+    return success();
+  }
+  if (name == getSourceOffsetPinAttrHelper().getName()) {
+    if (!isa<UnitAttr>(value))
+      return emit() << "is a unit attribute, got " << value;
+    if (op->getName().getStringRef() != "llvm.inline_asm" ||
+        op->getNumOperands() != 1 || !hasOneIntegerResult(op, 64) ||
+        !op->getOperand(0).getType().isInteger(64))
+      return emit() << "marks the opaque copy of a source offset: it belongs "
+                       "on an 'llvm.inline_asm' of one i64 operand and one "
+                       "i64 result";
+    return success();
+  }
+  return op->emitError()
+         << "'" << name.getValue()
+         << "' is not an attribute of the kv dialect; expected kv.launch, "
+            "kv.min_blocks_per_sm, kv.before_slot, kv.keep_wide, "
+            "kv.keep_narrow or kv.source_offset_pin (kv.name belongs on a "
+            "function argument)";
 }
 
 //===----------------------------------------------------------------------===//

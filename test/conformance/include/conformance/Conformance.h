@@ -32,8 +32,8 @@ struct RunOptions {
   /// Run only the cases whose name contains this (empty: all).
   std::string caseFilter;
   /// The compiler ran with options that may change its kernel plan (the
-  /// host suite under KVGEN_OPTIONS: --kvgen-chunks-per-thread=2 or
-  /// --kvgen-wide-min-tokens=0 leave no wide kernel). Whether a description
+  /// host suite under KVGEN_OPTIONS: --pipeline-options='chunks-per-thread=2'
+  /// or 'wide-min-tokens=0' leave no wide kernel). Whether a description
   /// has a wide kernel is then read from its bundle, not from
   /// Description::hasWideKernel(), which mirrors the default plan.
   bool planOverridden = false;

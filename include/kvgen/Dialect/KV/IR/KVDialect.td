@@ -28,11 +28,36 @@ def KV_Dialect : Dialect {
     and, on each argument, `kv.name`, the parameter's ABI name
     (`include/kvgen/ABI/Params.def`). The dialect verifies both wherever
     they appear.
+
+    The attributes one pass leaves for a later one are the dialect's too,
+    each verified wherever it appears (and no other `kv.` name is accepted
+    on an operation):
+    - `kv.min_blocks_per_sm` (a positive i64, on a kernel function): the
+      plan's occupancy bound, from kv-to-loops to kv-loops-to-gpu, which
+      makes it the kernel's `nvvm.minctasm`;
+    - `kv.before_slot` (unit, on an op of one i64 result): an address term
+      kv-to-loops computed before the slot load, for kv-pin-before-slot to
+      keep there;
+    - `kv.keep_wide` (unit, on an op of one i64 result): the slot's token
+      index, which kv-pin-before-slot keeps a 64-bit value;
+    - `kv.keep_narrow` (unit, on an op of one i32 result): an index
+      kv-to-loops narrowed, which kv-pin-before-slot keeps 32-bit;
+    - `kv.source_offset_pin` (unit, on an `llvm.inline_asm` copy of one i64
+      to an i64): a pinned source offset, from kv-pin-before-slot to
+      kv-pin-addresses.
   }];
+  let discardableAttrs = (ins
+    "::mlir::IntegerAttr":$min_blocks_per_sm,
+    "::mlir::UnitAttr":$before_slot,
+    "::mlir::UnitAttr":$keep_wide,
+    "::mlir::UnitAttr":$keep_narrow,
+    "::mlir::UnitAttr":$source_offset_pin
+  );
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   // `kv.launch` on a function must be a #kv.launch; `kv.name` belongs on a
-  // parameter, not on an operation.
+  // parameter, not on an operation; the discardable attributes above have
+  // their types and places.
   let hasOperationAttrVerify = 1;
   // `kv.name` on a kernel parameter must name a parameter of the kernel ABI
   // (include/kvgen/ABI/Params.def), so that hand-written loop nests use the
@@ -41,6 +66,12 @@ def KV_Dialect : Dialect {
   // ... and not on a function result, where no pass would look for it.
   let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
+    /// Verifies the attributes one pass leaves for another (the
+    /// discardable attributes), and refuses a kv. name that is none of the
+    /// dialect's.
+    ::mlir::LogicalResult verifyContractAttribute(::mlir::Operation *op,
+                                                  ::mlir::NamedAttribute attr);
+
     /// The parameter attribute that names a kernel parameter by its ABI name
     /// (`{kv.name = "key"}`), written by kv-to-loops and kept through every
     /// lowering down to the bundle.

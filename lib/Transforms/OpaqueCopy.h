@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KVGEN_LIB_CONVERSION_OPAQUECOPY_H
-#define KVGEN_LIB_CONVERSION_OPAQUECOPY_H
+#ifndef KVGEN_LIB_TRANSFORMS_OPAQUECOPY_H
+#define KVGEN_LIB_TRANSFORMS_OPAQUECOPY_H
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
@@ -30,4 +30,4 @@ createOpaqueCopy(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value) {
 
 } // namespace kvgen
 
-#endif // KVGEN_LIB_CONVERSION_OPAQUECOPY_H
+#endif // KVGEN_LIB_TRANSFORMS_OPAQUECOPY_H

@@ -9,12 +9,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KVGEN_CONVERSION_KERNELPLAN_H
-#define KVGEN_CONVERSION_KERNELPLAN_H
+#ifndef KVGEN_PLAN_KERNELPLAN_H
+#define KVGEN_PLAN_KERNELPLAN_H
 
 #include "kvgen/ABI/ABI.h"
+#include "kvgen/Conversion/Passes.h"
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
+#include "kvgen/Plan/ChipTable.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,45 +106,34 @@ struct KernelPlan {
   std::vector<abi::Param> getParams() const;
 };
 
-/// The kernels generated for `op` (a kv.append, kv.slot_mapping,
-/// kv.fused_append or kv.gather): the vector and scalar variants for appends
-/// and gathers, and for most appends and fused appends a wide variant
-/// (wideMinTokens and wideMaxTokens in KernelPlan.cpp say which, and for
-/// which token counts); one kernel for slot mappings.
-std::vector<KernelPlan> planKernels(mlir::Operation *op);
+/// The plan's options: kv-to-loops' pass options (Passes.td), so that the
+/// pass, the named pipelines, kvgen's --pipeline-options and collectPlans
+/// (the bundle's manifest) share one struct and its defaults. `chip` picks
+/// the row of the chip table the thresholds come from; every other field
+/// overrides one choice of the plan (its default leaves the choice to the
+/// plan).
+using PlanOptions = KVToLoopsOptions;
+
+/// Why `options` cannot plan kernels (a chip with no row in the chip table,
+/// a negative count), or nothing when they can.
+std::optional<std::string> checkPlanOptions(const PlanOptions &options);
+
+/// The kernels generated for `op` (a kv op of kernels): the vector and
+/// scalar variants for appends and gathers, and for most appends a wide
+/// variant (wideMinTokens and wideMaxTokens in KernelPlan.cpp say which, and
+/// for which token counts); one kernel for slot mappings. `options` must
+/// pass checkPlanOptions.
+std::vector<KernelPlan> planKernels(mlir::Operation *op,
+                                    const PlanOptions &options = {});
 
 /// Name of the function attribute that carries a plan's launch geometry
 /// through the loop nest to the GPU mapping.
 inline constexpr llvm::StringLiteral kLaunchAttrName = "kv.launch";
 
-/// Marks an i64 address computation that kv-to-loops placed before the slot
-/// load on purpose (it needs no slot); kv-pin-before-slot keeps it there.
-inline constexpr llvm::StringLiteral kBeforeSlotAttrName = "kv.before_slot";
-
-/// Marks the pin (an `llvm.inline_asm`) that kv-pin-before-slot puts on a
-/// source offset, for kv-pin-addresses to turn into pinned addresses.
-inline constexpr llvm::StringLiteral kSourceOffsetPinAttrName =
-    "kv.source_offset_pin";
-
-/// Marks an i32 that kv-to-loops narrowed from a wider value it knows to be
-/// below 2^31 (the block index past the slot check; the token index of a
-/// block of several tokens), so that its products are mul.wide.u32;
-/// kv-pin-before-slot hides it from LLVM, which would otherwise fold the
-/// narrowing back into 64-bit math.
-inline constexpr llvm::StringLiteral kKeepNarrowAttrName = "kv.keep_narrow";
-
-/// Marks the i64 token index that addresses the slot mapping, a zero
-/// extension kv-pin-before-slot hides from LLVM: the slot's address is then
-/// a shift and an add, which ptxas computes in the uniform datapath when a
-/// block holds one token, instead of the `mul.wide.u32` LLVM would make of
-/// the extension, which it computes per thread (docs/dev/TUNING.md).
-inline constexpr llvm::StringLiteral kKeepWideAttrName = "kv.keep_wide";
-
-/// Name of the function attribute that carries a plan's minBlocksPerSM (an
-/// i64) from the loop nest to the GPU kernel.
-inline constexpr llvm::StringLiteral kMinBlocksPerSMAttrName =
-    "kv.min_blocks_per_sm";
+// The attributes kv-to-loops leaves for later passes (kv.min_blocks_per_sm,
+// kv.before_slot, kv.keep_wide, kv.keep_narrow) are the kv dialect's
+// discardable attributes (KVDialect.td), verified wherever they appear.
 
 } // namespace kvgen
 
-#endif // KVGEN_CONVERSION_KERNELPLAN_H
+#endif // KVGEN_PLAN_KERNELPLAN_H

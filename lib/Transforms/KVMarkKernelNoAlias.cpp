@@ -1,14 +1,14 @@
 //===- KVMarkKernelNoAlias.cpp - noalias on kv kernels' buffer pointers ---===//
 
-#include "kvgen/Conversion/KernelPlan.h"
-#include "kvgen/Conversion/Passes.h"
+#include "kvgen/Plan/KernelPlan.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVMARKKERNELNOALIAS
-#include "kvgen/Conversion/Passes.h.inc"
+#include "kvgen/Transforms/Passes.h.inc"
 } // namespace kvgen
 
 using namespace mlir;

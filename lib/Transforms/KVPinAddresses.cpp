@@ -14,6 +14,10 @@
 // opaque PTX `mov` as the offsets): LLVM would otherwise fold the two steps
 // back into one offset, or sink them behind the slot check.
 //
+// The token's term and the term within the token are told apart by what they
+// are (the latter a zero extension of an i32, or a constant), not by their
+// order in the sum.
+//
 // A kernel whose launch puts several tokens in a block keeps its pinned
 // offsets: its row differs between threads, so there is no uniform work to
 // gain, and the wide paged append measured 4% slower cold at 4096 tokens
@@ -23,14 +27,14 @@
 
 #include "OpaqueCopy.h"
 
-#include "kvgen/Conversion/KernelPlan.h"
-#include "kvgen/Conversion/Passes.h"
+#include "kvgen/Plan/KernelPlan.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVPINADDRESSES
-#include "kvgen/Conversion/Passes.h.inc"
+#include "kvgen/Transforms/Passes.h.inc"
 } // namespace kvgen
 
 using namespace mlir;
@@ -57,14 +61,39 @@ static SmallVector<LLVM::GEPOp> addressesOf(Value pinned) {
   return geps;
 }
 
+/// Whether `term` is a source offset's offset within its token: kv-to-loops
+/// computes that in 32 bits and zero-extends it (KernelBuilder::sourceOffset),
+/// and the canonicalizer folds the extension of a constant.
+static bool isWithinToken(Value term) {
+  return term.getDefiningOp<LLVM::ZExtOp>() ||
+         term.getDefiningOp<LLVM::ConstantOp>();
+}
+
+/// The (token term, within the token) of a pinned source offset
+/// `t * stride_token + within`, told apart by what each is, not by the
+/// order of the sum's operands, which the canonicalizer may swap; nothing
+/// for an offset that is not such a sum.
+static std::optional<std::pair<Value, Value>> splitSourceOffset(Value offset) {
+  auto sum = offset.getDefiningOp<LLVM::AddOp>();
+  if (!sum)
+    return std::nullopt;
+  Value lhs = sum.getLhs(), rhs = sum.getRhs();
+  if (isWithinToken(rhs) && !isWithinToken(lhs))
+    return std::make_pair(lhs, rhs);
+  if (isWithinToken(lhs) && !isWithinToken(rhs))
+    return std::make_pair(rhs, lhs);
+  return std::nullopt;
+}
+
 static void pinAddresses(LLVM::InlineAsmOp pin) {
-  // kv-to-loops builds a source offset as (token term) + (within the
-  // token), in that order (KernelBuilder::sourceOffset).
-  auto sum = pin.getOperands().front().getDefiningOp<LLVM::AddOp>();
+  std::optional<std::pair<Value, Value>> terms =
+      splitSourceOffset(pin.getOperands().front());
   SmallVector<LLVM::GEPOp> geps =
-      sum ? addressesOf(pin.getResult(0)) : SmallVector<LLVM::GEPOp>();
+      terms ? addressesOf(pin.getResult(0)) : SmallVector<LLVM::GEPOp>();
   if (geps.empty())
     return;
+  auto [tokenTerm, withinToken] = *terms;
+  Operation *sum = pin.getOperands().front().getDefiningOp();
   OpBuilder b(pin);
   b.setInsertionPointAfter(pin);
   // The addresses are global ones: an opaque copy of a generic pointer would
@@ -78,11 +107,11 @@ static void pinAddresses(LLVM::InlineAsmOp pin) {
     Value row = pinPointer(
         b, loc,
         LLVM::GEPOp::create(b, loc, global, gep.getElemType(), base,
-                            ValueRange{sum.getLhs()}, gep.getNoWrapFlags()));
+                            ValueRange{tokenTerm}, gep.getNoWrapFlags()));
     Value address = pinPointer(
         b, loc,
         LLVM::GEPOp::create(b, loc, global, gep.getElemType(), row,
-                            ValueRange{sum.getRhs()}, gep.getNoWrapFlags()));
+                            ValueRange{withinToken}, gep.getNoWrapFlags()));
     Value generic =
         LLVM::AddrSpaceCastOp::create(b, loc, gep.getType(), address);
     // Through the copy LLVM no longer sees the noalias parameter under the
@@ -100,7 +129,7 @@ static void pinAddresses(LLVM::InlineAsmOp pin) {
   }
   pin.erase();
   if (sum->use_empty())
-    sum.erase();
+    sum->erase();
 }
 
 /// Whether the kernel around a pin holds one token in a block, as its
@@ -119,10 +148,15 @@ struct KVPinAddressesPass
   using Base::Base;
 
   void runOnOperation() override {
+    auto sourceOffsetPin = getContext()
+                               .getLoadedDialect<kvgen::kv::KVDialect>()
+                               ->getSourceOffsetPinAttrHelper();
     SmallVector<LLVM::InlineAsmOp> pins;
     getOperation()->walk([&](LLVM::InlineAsmOp pin) {
-      if (pin->removeAttr(kvgen::kSourceOffsetPinAttrName) && split &&
-          oneTokenPerBlock(pin))
+      if (!sourceOffsetPin.isAttrPresent(pin))
+        return;
+      sourceOffsetPin.removeAttr(pin);
+      if (split && oneTokenPerBlock(pin))
         pins.push_back(pin);
     });
     for (LLVM::InlineAsmOp pin : pins)

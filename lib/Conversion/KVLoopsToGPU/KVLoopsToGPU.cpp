@@ -21,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,7 +32,6 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace kvgen {
@@ -42,14 +41,6 @@ namespace kvgen {
 
 using namespace mlir;
 using namespace kvgen;
-
-// On by default: measured 0.03-0.07 us faster per decode call in a graph
-// (docs/dev/TUNING.md); `=false` keeps the test, for the
-// side-by-side measurement.
-static llvm::cl::opt<bool> clElideTokenCheck(
-    "kvgen-elide-token-check", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::desc("Omit the token < num_tokens test of kernels with one "
-                   "token a block (the launch ABI's grid guarantees it)"));
 
 /// The lane count of the lane loops nested in `loop`'s body (1 if none):
 /// they must all run from 0 by 1 to the same constant power of two of at
@@ -133,8 +124,8 @@ static void inlineLaneLoop(ImplicitLocOpBuilder &b, scf::ParallelOp inner,
 }
 
 /// Clones `func` (a kv-to-loops function) into `gpuModule` as a kernel.
-static LogicalResult mapToKernel(func::FuncOp func,
-                                 gpu::GPUModuleOp gpuModule) {
+static LogicalResult mapToKernel(func::FuncOp func, gpu::GPUModuleOp gpuModule,
+                                 bool elideTokenCheck) {
   auto launch = func->getAttrOfType<kv::LaunchAttr>(kLaunchAttrName);
   if (!launch)
     return func.emitError()
@@ -201,8 +192,10 @@ static LogicalResult mapToKernel(func::FuncOp func,
       {int32_t(threadsX), int32_t(tokensPerBlock), 1}));
   kernel->setAttr(kLaunchAttrName, launch);
   // The plan's occupancy bound becomes ptxas's .minnctapersm.
-  if (auto minBlocks =
-          func->getAttrOfType<IntegerAttr>(kMinBlocksPerSMAttrName))
+  if (IntegerAttr minBlocks = func->getContext()
+                                  ->getLoadedDialect<kv::KVDialect>()
+                                  ->getMinBlocksPerSmAttrHelper()
+                                  .getAttr(func))
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     builder.getI32IntegerAttr(int32_t(minBlocks.getInt())));
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
@@ -232,8 +225,9 @@ static LogicalResult mapToKernel(func::FuncOp func,
         gpu::ThreadIdOp::create(b, gpu::Dimension::y));
   // With one token a block, the grid of the launch ABI has exactly
   // num_tokens blocks and the bound holds by construction; the test then
-  // only delays the slot load behind a parameter load.
-  if (tokensPerBlock > 1 || !clElideTokenCheck) {
+  // only delays the slot load behind a parameter load (0.03-0.07 us of a
+  // decode call in a graph, docs/dev/TUNING.md).
+  if (tokensPerBlock > 1 || !elideTokenCheck) {
     auto inRange = scf::IfOp::create(
         b,
         arith::CmpIOp::create(b, arith::CmpIPredicate::ult, token, tokenBound),
@@ -278,6 +272,8 @@ static LogicalResult mapToKernel(func::FuncOp func,
 namespace {
 struct KVLoopsToGPUPass
     : public kvgen::impl::KVLoopsToGPUBase<KVLoopsToGPUPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> funcs;
@@ -301,7 +297,7 @@ struct KVLoopsToGPUPass
         gpu::GPUModuleOp::create(builder, module.getLoc(), "kv_kernels");
     bool ok = true;
     for (func::FuncOp func : funcs)
-      ok &= succeeded(mapToKernel(func, gpuModule));
+      ok &= succeeded(mapToKernel(func, gpuModule, elideTokenCheck));
     if (!ok)
       return signalPassFailure();
     for (func::FuncOp func : funcs)

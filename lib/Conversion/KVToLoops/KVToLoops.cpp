@@ -297,7 +297,7 @@ Value KernelBuilder::loadSlot(Value t32) {
   // with the mark (docs/dev/TUNING.md).
   Value t = ext(t32);
   if (plan.tokensPerBlock == 1)
-    t.getDefiningOp()->setAttr(kKeepWideAttrName, b.getUnitAttr());
+    mark(kvDialect.getKeepWideAttrHelper(), t);
   return memref::LoadOp::create(b, arg(abi::Param::SlotMapping),
                                 ValueRange{toIndex(t)},
                                 /*nontemporal=*/false, llvm::MaybeAlign(8));
@@ -321,7 +321,7 @@ void KernelBuilder::build() {
   Value t32 = arith::IndexCastUIOp::create(b, b.getI32Type(),
                                            loop.getInductionVars()[0]);
   if (plan.tokensPerBlock > 1)
-    t32.getDefiningOp()->setAttr(kKeepNarrowAttrName, b.getUnitAttr());
+    mark(kvDialect.getKeepNarrowAttrHelper(), t32);
   Value t = ext(t32);
   Value c = loop.getInductionVars()[1];
 
@@ -350,8 +350,8 @@ void KernelBuilder::build() {
         // quantized kernel's divisions) costs registers. A K-only cache has
         // no value terms.
         for (Value v : {at.keySource, at.valueSource, at.peSource})
-          if (Operation *def = v ? v.getDefiningOp() : nullptr)
-            def->setAttr(kBeforeSlotAttrName, b.getUnitAttr());
+          if (v && v.getDefiningOp())
+            mark(kvDialect.getBeforeSlotAttrHelper(), v);
       }
     }
     Value slot = plan.slotFromBlockTable()  ? emitSlotFromBlockTable(t)
@@ -413,8 +413,9 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
                 kv::LaunchAttr::get(builder.getContext(), plan.threadsX,
                                     plan.tokensPerBlock, plan.chunksPerToken));
   if (plan.minBlocksPerSM > 0)
-    func->setAttr(kMinBlocksPerSMAttrName,
-                  builder.getI64IntegerAttr(plan.minBlocksPerSM));
+    ctx->getLoadedDialect<kv::KVDialect>()
+        ->getMinBlocksPerSmAttrHelper()
+        .setAttr(func, builder.getI64IntegerAttr(plan.minBlocksPerSM));
   for (auto [i, param] : llvm::enumerate(params))
     func.setArgAttr(i, kv::KVDialect::getParamNameAttrName(),
                     builder.getStringAttr(abi::paramName(param)));
@@ -429,8 +430,28 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
 
 namespace {
 struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
+  using Base::Base;
+
+  PlanOptions getPlanOptions() const {
+    PlanOptions options;
+    options.chip = chip;
+    options.chunksPerThread = chunksPerThread;
+    options.tokensPerBlock = tokensPerBlock;
+    options.wholeWarps = wholeWarps;
+    options.minBlocksPerSM = minBlocksPerSM;
+    options.wideMinTokens = wideMinTokens;
+    options.wideMaxTokens = wideMaxTokens;
+    options.fastDivision = fastDivision;
+    return options;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    PlanOptions options = getPlanOptions();
+    if (std::optional<std::string> why = checkPlanOptions(options)) {
+      module.emitError("kv-to-loops: ") << *why;
+      return signalPassFailure();
+    }
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
       if (isa<kv::AppendOp, kv::MlaAppendOp, kv::SlotMappingOp,
@@ -439,7 +460,7 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {
-      std::vector<KernelPlan> plans = planKernels(op);
+      std::vector<KernelPlan> plans = planKernels(op, options);
       OpBuilder builder(op);
       for (const KernelPlan &plan : plans)
         buildKernel(builder, op->getLoc(), plan);

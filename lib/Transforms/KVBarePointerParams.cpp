@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvgen/Conversion/KernelPlan.h"
-#include "kvgen/Conversion/Passes.h"
+#include "kvgen/Plan/KernelPlan.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -22,7 +22,7 @@
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVBAREPOINTERPARAMS
-#include "kvgen/Conversion/Passes.h.inc"
+#include "kvgen/Transforms/Passes.h.inc"
 } // namespace kvgen
 
 using namespace mlir;

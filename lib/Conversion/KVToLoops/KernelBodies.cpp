@@ -68,7 +68,7 @@ void KernelBuilder::emitIfValidSlot(Value slot, Value &block, Value &pos) {
   // Past the check the block is below num_blocks < 2^31: its products are
   // mul.wide.u32 if it stays narrow (kv-pin-before-slot keeps it so).
   Value block32 = lo(block);
-  block32.getDefiningOp()->setAttr(kKeepNarrowAttrName, b.getUnitAttr());
+  mark(kvDialect.getKeepNarrowAttrHelper(), block32);
   block = ext(block32);
   pos = narrow(pos);
 }

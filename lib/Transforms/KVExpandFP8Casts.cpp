@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvgen/Conversion/Passes.h"
+#include "kvgen/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -28,7 +28,7 @@
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVEXPANDFP8CASTS
-#include "kvgen/Conversion/Passes.h.inc"
+#include "kvgen/Transforms/Passes.h.inc"
 } // namespace kvgen
 
 using namespace mlir;

@@ -1,55 +1,11 @@
 //===- KernelPlan.cpp - kernels, vector widths, launch geometry -----------===//
 
-#include "kvgen/Conversion/KernelPlan.h"
-
-#include "llvm/Support/CommandLine.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include <numeric>
 
 using namespace mlir;
 using namespace kvgen;
-
-// Tuning overrides of the plan's choices, for measuring alternatives side by
-// side (bench/tune-variants.sh builds them; docs/dev/TUNING.md); the defaults
-// are the plan's own.
-static llvm::cl::opt<int64_t> clChunksPerThread(
-    "kvgen-chunks-per-thread", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::desc("Chunks one thread of a static or unquantized append "
-                   "moves, loads before stores (0: the plan's choice; "
-                   "applies where it divides a token's chunks)"));
-static llvm::cl::opt<bool> clWholeWarps(
-    "kvgen-whole-warps", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::desc("Give a block whose tokens leave a warp part-filled more "
-                   "tokens, up to whole warps (false: the 128-thread rule "
-                   "alone)"));
-static llvm::cl::opt<int64_t> clMinBlocksPerSM(
-    "kvgen-min-blocks-per-sm", llvm::cl::Hidden, llvm::cl::init(-1),
-    llvm::cl::desc("Blocks per SM ptxas must leave room for (-1: the "
-                   "plan's choice; 0: no bound)"));
-
-static llvm::cl::opt<int64_t> clTokensPerBlock(
-    "kvgen-tokens-per-block", llvm::cl::Hidden, llvm::cl::init(0),
-    llvm::cl::desc("Tokens one block of an append moves (0: the plan's "
-                   "choice; applies where the block stays within 1024 "
-                   "threads)"));
-
-static llvm::cl::opt<int64_t> clWideMinTokens(
-    "kvgen-wide-min-tokens", llvm::cl::Hidden, llvm::cl::init(-1),
-    llvm::cl::desc("The fewest tokens for which kvrt picks an append's wide "
-                   "variant (-1: the plan's choice; 0: no wide variant)"));
-
-static llvm::cl::opt<int64_t> clWideMaxTokens(
-    "kvgen-wide-max-tokens", llvm::cl::Hidden, llvm::cl::init(-1),
-    llvm::cl::desc("The fewest tokens from which kvrt goes back from an "
-                   "append's wide variant to its vector variant (-1: the "
-                   "plan's choice; 0: none; a bound not above the wide "
-                   "variant's min_tokens is none)"));
-
-static llvm::cl::opt<bool> clFastDivision(
-    "kvgen-fast-division", llvm::cl::Hidden, llvm::cl::init(true),
-    llvm::cl::desc("Quantize a 16-bit float source with the reciprocal-and-"
-                   "correction division (the same bits as IEEE division; "
-                   "false: IEEE division per element)"));
 
 abi::Quantization KernelPlan::getQuantization() const {
   kv::QuantAttr quant = cache.getQuant();
@@ -80,26 +36,26 @@ std::vector<abi::Param> KernelPlan::getParams() const {
 /// the SM's 64 warps then hold 21 tokens' worth of loads instead of 28.
 /// Measured on DeepSeek-V3's latent append: bf16 prefill at 65536 tokens
 /// from 75% to 81% of the copy ceiling (docs/dev/TUNING.md).
-static void chooseLaunch(KernelPlan &plan) {
+static void chooseLaunch(KernelPlan &plan, const PlanOptions &options,
+                         const PlanThresholds &chip) {
   constexpr int64_t kMaxThreadsPerToken = 256;
-  constexpr int64_t kMinThreadsPerBlock = 128;
   constexpr int64_t kWarp = 32;
-  constexpr int64_t kMaxThreadsPerBlock = 512;
   plan.threadsX = std::min(plan.getIterationsPerToken() * plan.lanesPerGroup,
                            kMaxThreadsPerToken);
   plan.tokensPerBlock =
-      std::max<int64_t>(1, kMinThreadsPerBlock / plan.threadsX);
-  if (clTokensPerBlock > 0 && plan.threadsX * clTokensPerBlock <= 1024) {
-    plan.tokensPerBlock = clTokensPerBlock;
+      std::max<int64_t>(1, chip.minThreadsPerBlock / plan.threadsX);
+  if (options.tokensPerBlock > 0 &&
+      plan.threadsX * options.tokensPerBlock <= 1024) {
+    plan.tokensPerBlock = options.tokensPerBlock;
     return;
   }
-  if (!clWholeWarps || plan.threadsX * plan.tokensPerBlock % kWarp == 0)
+  if (!options.wholeWarps || plan.threadsX * plan.tokensPerBlock % kWarp == 0)
     return;
   // The fewest tokens that fill whole warps: a multiple of
   // 32 / gcd(threadsX, 32), at least the 128-thread rule's count.
   int64_t step = kWarp / std::gcd(plan.threadsX, kWarp);
   int64_t tokens = (plan.tokensPerBlock + step - 1) / step * step;
-  if (plan.threadsX * tokens <= kMaxThreadsPerBlock)
+  if (plan.threadsX * tokens <= chip.wholeWarpsMaxThreads)
     plan.tokensPerBlock = tokens;
 }
 
@@ -115,10 +71,11 @@ static void chooseLaunch(KernelPlan &plan) {
 /// division measured 2-5% faster in prefill with the bound than without). Other
 /// shapes (a chunk loop, per-head scales, four tokens a block) spill when held
 /// to 32, and get no bound.
-static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
-  constexpr int64_t kThreadsPerSM = 2048;
-  if (clMinBlocksPerSM >= 0)
-    return clMinBlocksPerSM;
+static int64_t chooseMinBlocksPerSM(const KernelPlan &plan,
+                                    const PlanOptions &options,
+                                    const PlanThresholds &chip) {
+  if (options.minBlocksPerSM >= 0)
+    return options.minBlocksPerSM;
   kv::QuantAttr quant = plan.cache.getQuant();
   if (plan.kind != KernelKind::Append || !plan.vectorAccess() || !quant ||
       !plan.cache.getLayoutInfo().chunkContiguous() ||
@@ -132,7 +89,7 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
                   : g == kv::ScaleGranularity::PerTokenHead;
   if (!fits)
     return 0;
-  return kThreadsPerSM / plan.threadsX;
+  return chip.threadsPerSM / plan.threadsX;
 }
 
 /// Whether an append splits its quantizing division by launch size: a
@@ -144,10 +101,10 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan) {
 /// is 6-11% faster than IEEE division at 32 registers and prefill 3-7%
 /// slower. So the vector kernel takes the fast division and the wide kernel,
 /// for many tokens, keeps IEEE division at the bound.
-static bool splitsDivision(const KernelPlan &base) {
+static bool splitsDivision(const KernelPlan &base, const PlanOptions &options) {
   kv::QuantAttr quant = base.cache.getQuant();
-  return clFastDivision && quant && quant.getMode() == kv::ScaleMode::Dynamic &&
-         !quant.getReciprocal() &&
+  return options.fastDivision && quant &&
+         quant.getMode() == kv::ScaleMode::Dynamic && !quant.getReciprocal() &&
          (base.kind == KernelKind::Append ||
           base.kind == KernelKind::FusedAppend ||
           base.kind == KernelKind::PagedKvAppend) &&
@@ -180,7 +137,8 @@ static int64_t wideChunksPerThread(const KernelPlan &base) {
 }
 
 /// The fewest tokens for which an append's wide variant is picked, or 0 for
-/// a plan that gets none. Below the threshold the vector variant is as fast
+/// a plan that gets none (the numbers below are the chip table's sm_90 row,
+/// where they were measured). Below the threshold the vector variant is as fast
 /// or faster. Two kinds of append get one:
 /// - one whose quantizing division splits by launch size (splitsDivision):
 ///   the wide kernel is the IEEE division's, from 2048 tokens on, 16384 for
@@ -197,27 +155,24 @@ static int64_t wideChunksPerThread(const KernelPlan &base) {
 ///   and is level from 16384 on, but loses 1-5% in decode; a quantized one,
 ///   whose vector kernel keeps full occupancy at the 32-register bound,
 ///   gains only from 16384 tokens on (1.5-2%) and loses 1-3% at 2048-4096.
-static int64_t wideMinTokens(const KernelPlan &base) {
-  constexpr int64_t kMinTokensFourChunks = 2048;
-  constexpr int64_t kMinTokens = 4096;
-  constexpr int64_t kMinTokensQuantized = 16384;
-  constexpr int64_t kMinTokensDivision = 2048;
-  constexpr int64_t kMinTokensDivisionPerToken = 16384;
-  bool division = splitsDivision(base);
+static int64_t wideMinTokens(const KernelPlan &base, const PlanOptions &options,
+                             const PlanThresholds &chip) {
+  bool division = splitsDivision(base, options);
   bool twoChunks = base.appendsRows() && base.chunksPerGroup == 1 &&
                    base.chunksPerThread == 1 && base.chunksPerToken % 2 == 0;
-  if ((!division && !twoChunks) || clWideMinTokens == 0)
+  if ((!division && !twoChunks) || options.wideMinTokens == 0)
     return 0;
-  if (clWideMinTokens > 0)
-    return clWideMinTokens;
+  if (options.wideMinTokens > 0)
+    return options.wideMinTokens;
   if (division)
     return base.cache.getQuant().getGranularity() ==
                    kv::ScaleGranularity::PerToken
-               ? kMinTokensDivisionPerToken
-               : kMinTokensDivision;
+               ? chip.wideMinTokensDivisionPerToken
+               : chip.wideMinTokensDivision;
   if (base.cache.getQuant())
-    return kMinTokensQuantized;
-  return wideChunksPerThread(base) == 4 ? kMinTokensFourChunks : kMinTokens;
+    return chip.wideMinTokensQuantized;
+  return wideChunksPerThread(base) == 4 ? chip.wideMinTokensFourChunks
+                                        : chip.wideMinTokensTwoChunks;
 }
 
 /// The fewest tokens from which kvrt goes back from the wide variant (whose
@@ -233,19 +188,50 @@ static int64_t wideMinTokens(const KernelPlan &base) {
 /// and the IEEE kernel of a split division stay ahead from their thresholds
 /// on.
 static int64_t wideMaxTokens(const KernelPlan &base, int64_t minTokens,
-                             bool division) {
-  constexpr int64_t kMaxTokens = 16384;
+                             bool division, const PlanOptions &options,
+                             const PlanThresholds &chip) {
   int64_t maxTokens = 0;
-  if (clWideMaxTokens >= 0)
-    maxTokens = clWideMaxTokens;
+  if (options.wideMaxTokens >= 0)
+    maxTokens = options.wideMaxTokens;
   else if (!division && !base.cache.getQuant() &&
            wideChunksPerThread(base) == 2)
-    maxTokens = kMaxTokens;
+    maxTokens = chip.wideMaxTokensTwoChunks;
   return maxTokens > minTokens ? maxTokens : 0;
 }
 
-std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
+std::optional<std::string> kvgen::checkPlanOptions(const PlanOptions &options) {
+  if (!findChip(options.chip))
+    return "chip=" + options.chip +
+           ": no row in the chip table (ChipTable.cpp); expected sm_XX, "
+           "sm_XXa or sm_XXf of a chip kvgen generates for";
+  auto atLeast = [](llvm::StringRef name, int64_t value,
+                    int64_t least) -> std::optional<std::string> {
+    if (value >= least)
+      return std::nullopt;
+    return (name + "=" + llvm::Twine(value) + ": expected " +
+            (least == 0 ? "0 (the plan's choice) or more"
+                        : "-1 (the plan's choice), 0 or more"))
+        .str();
+  };
+  if (auto why = atLeast("chunks-per-thread", options.chunksPerThread, 0))
+    return why;
+  if (auto why = atLeast("tokens-per-block", options.tokensPerBlock, 0))
+    return why;
+  if (auto why = atLeast("min-blocks-per-sm", options.minBlocksPerSM, -1))
+    return why;
+  if (auto why = atLeast("wide-min-tokens", options.wideMinTokens, -1))
+    return why;
+  if (auto why = atLeast("wide-max-tokens", options.wideMaxTokens, -1))
+    return why;
+  return std::nullopt;
+}
+
+std::vector<KernelPlan> kvgen::planKernels(Operation *op,
+                                           const PlanOptions &options) {
   std::vector<KernelPlan> plans;
+  const ChipInfo *chipInfo = findChip(options.chip);
+  assert(chipInfo && "checkPlanOptions refuses a chip with no row");
+  const PlanThresholds &chip = chipInfo->plan;
   KernelPlan base;
   base.name = SymbolTable::getSymbolName(op).str();
   if (auto append = dyn_cast<kv::AppendOp>(op)) {
@@ -321,9 +307,9 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     constexpr int64_t kWarp = 32;
     int64_t g = base.chunksPerGroup;
     base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
-  } else if (base.kind != KernelKind::Gather && clChunksPerThread > 0) {
-    if (base.chunksPerToken % clChunksPerThread == 0)
-      base.chunksPerThread = clChunksPerThread;
+  } else if (base.kind != KernelKind::Gather && options.chunksPerThread > 0) {
+    if (base.chunksPerToken % options.chunksPerThread == 0)
+      base.chunksPerThread = options.chunksPerThread;
   } else if (base.writesLatent() && !quant && base.chunksPerToken % 2 == 0) {
     // A latent entry has no V: a thread of one chunk keeps one 16-byte load
     // in flight where a K/V append keeps two. Two chunks a thread restore
@@ -341,22 +327,23 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   // it below (splitsDivision): its kernel spills at the register bound and,
   // unbounded, loses 3-7% in prefill for 6-11% in decode,
   // so only the vector kernel, for fewer tokens, has it.
-  base.fastDivision =
-      clFastDivision && quant && quant.getMode() == kv::ScaleMode::Static &&
-      !quant.getReciprocal() && base.kind != KernelKind::Gather &&
-      (base.sourceType.isBF16() || base.sourceType.isF16());
-  chooseLaunch(base);
+  base.fastDivision = options.fastDivision && quant &&
+                      quant.getMode() == kv::ScaleMode::Static &&
+                      !quant.getReciprocal() &&
+                      base.kind != KernelKind::Gather &&
+                      (base.sourceType.isBF16() || base.sourceType.isF16());
+  chooseLaunch(base, options, chip);
 
   KernelPlan vector = base;
   vector.variant = KernelVariant::Vector;
   vector.vectorBytes = vec * widest;
   vector.alignment = vec * widest;
-  vector.minBlocksPerSM = chooseMinBlocksPerSM(vector);
+  vector.minBlocksPerSM = chooseMinBlocksPerSM(vector, options, chip);
   // Where the division splits, the plan above (IEEE division, bounded) is
   // the wide kernel's; the vector kernel, for fewer tokens, takes the fast
   // division without the bound (splitsDivision).
-  int64_t minTokens = wideMinTokens(base);
-  bool division = minTokens > 0 && splitsDivision(base);
+  int64_t minTokens = wideMinTokens(base, options, chip);
+  bool division = minTokens > 0 && splitsDivision(base, options);
   KernelPlan wide = vector;
   if (division) {
     vector.fastDivision = true;
@@ -369,7 +356,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
   scalar.variant = KernelVariant::Scalar;
   scalar.vectorBytes = widest;
   scalar.alignment = std::min(srcBytes, cacheBytes);
-  scalar.minBlocksPerSM = chooseMinBlocksPerSM(scalar);
+  scalar.minBlocksPerSM = chooseMinBlocksPerSM(scalar, options, chip);
   plans.push_back(scalar);
 
   // The wide variant, for many tokens. Unless the division splits: two or
@@ -383,11 +370,11 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
     wide.name += abi::variantSuffix(KernelVariant::Wide);
     wide.variant = KernelVariant::Wide;
     wide.minTokens = minTokens;
-    wide.maxTokens = wideMaxTokens(base, minTokens, division);
+    wide.maxTokens = wideMaxTokens(base, minTokens, division, options, chip);
     if (!division) {
       wide.chunksPerThread = wideChunksPerThread(base);
-      chooseLaunch(wide);
-      wide.minBlocksPerSM = chooseMinBlocksPerSM(wide);
+      chooseLaunch(wide, options, chip);
+      wide.minBlocksPerSM = chooseMinBlocksPerSM(wide, options, chip);
       // A fused append's fp8 cache with static per-head scales: unbounded,
       // ptxas aims at 40 registers (12 blocks of 128 threads an SM) and
       // spills there on sm_90 and sm_120, held to 12 blocks it still spills
@@ -395,13 +382,15 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op) {
       // registers) keep ptxas from chasing 40, without a spill on any chip
       // (test/Target/ptxas-quant.test).
       kv::QuantAttr q = wide.cache.getQuant();
-      if (clMinBlocksPerSM < 0 && wide.kind == KernelKind::FusedAppend && q &&
+      if (options.minBlocksPerSM < 0 && wide.kind == KernelKind::FusedAppend &&
+          q &&
           (q.getKind() == kv::QuantKind::FP8E4M3 ||
            q.getKind() == kv::QuantKind::FP8E5M2) &&
           q.getMode() == kv::ScaleMode::Static &&
           (q.getGranularity() == kv::ScaleGranularity::PerHead ||
            q.getGranularity() == kv::ScaleGranularity::PerTokenHead))
-        wide.minBlocksPerSM = 1280 / (wide.threadsX * wide.tokensPerBlock);
+        wide.minBlocksPerSM = chip.fusedFP8WideThreadsPerSM /
+                              (wide.threadsX * wide.tokensPerBlock);
     }
     plans.push_back(wide);
   }

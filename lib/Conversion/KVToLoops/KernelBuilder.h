@@ -9,8 +9,8 @@
 #ifndef KVGEN_LIB_CONVERSION_KERNELBUILDER_H
 #define KVGEN_LIB_CONVERSION_KERNELBUILDER_H
 
-#include "kvgen/Conversion/KernelPlan.h"
 #include "kvgen/Conversion/Passes.h"
+#include "kvgen/Plan/KernelPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -68,7 +68,8 @@ class KernelBuilder {
 public:
   KernelBuilder(ImplicitLocOpBuilder &b, const KernelPlan &plan,
                 func::FuncOp func)
-      : b(b), plan(plan), cache(plan.cache) {
+      : b(b), plan(plan), cache(plan.cache),
+        kvDialect(*b.getContext()->getLoadedDialect<kv::KVDialect>()) {
     for (auto [param, arg] : llvm::zip(plan.getParams(), func.getArguments()))
       args[static_cast<size_t>(param)] = arg;
   }
@@ -261,9 +262,17 @@ private:
   /// Index of a dynamic scale in the scale cache.
   Value scaleCacheIndex(Value block, Value pos, Value head);
 
+  /// Marks `v`'s defining op with one of the kv dialect's unit attributes
+  /// for kv-pin-before-slot (`kvDialect.get...AttrHelper()`).
+  template <typename Helper> void mark(Helper helper, Value v) {
+    helper.setAttr(v.getDefiningOp(), b.getUnitAttr());
+  }
+
   ImplicitLocOpBuilder &b;
   const KernelPlan &plan;
   kv::CacheType cache;
+  /// The attributes kv-to-loops leaves for later passes are the dialect's.
+  kv::KVDialect &kvDialect;
   /// The function's arguments, indexed by abi::Param.
   std::array<Value, std::size(abi::kParams)> args{};
 };
