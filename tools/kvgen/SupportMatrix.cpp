@@ -337,8 +337,9 @@ private:
   void printDTypes(llvm::raw_ostream &os) {
     os << "\n## Cache dtypes and the dtypes of K and V\n\n"
        << "For each cache dtype of the ABI, the dtypes each kind's rows "
-          "(K and V, kv_c and k_pe, or a gather's output) may have, in a "
-          "`paged_nhd` cache. A cache of fp8 or int8 is a quantized one "
+          "(K and V, kv_c and k_pe, or a gather's output) may have, in a `"
+       << abi::layoutName(abi::Layout::PagedNHD)
+       << "` cache. A cache of fp8 or int8 is a quantized one "
           "(shown with per_tensor static scales; the next table has the "
           "others).\n\n";
     std::vector<abi::KernelKind> kinds;
@@ -386,9 +387,11 @@ private:
   void printQuant(llvm::raw_ostream &os) {
     os << "\n## Quantization\n\n"
        << "`#kv.quant<kind, granularity, mode>` (docs/CONTRACT.md, "
-          "\"Quantization\"): each kind in the form of cache it takes, in a "
-          "`paged_nhd` cache of the kind's storage dtype, and `kv.append` "
-          "on a K-only cache and on a `contiguous` one.\n\n";
+          "\"Quantization\"): each kind in the form of cache it takes, in a `"
+       << abi::layoutName(abi::Layout::PagedNHD)
+       << "` cache of the kind's storage dtype, and `kv.append` on a K-only "
+          "cache and on a `"
+       << abi::layoutName(abi::Layout::Contiguous) << "` one.\n\n";
     constexpr abi::Layout kPaged = abi::Layout::PagedNHD;
     struct Column {
       std::string name;
@@ -403,8 +406,9 @@ private:
     abi::KernelKind append = abi::KernelKind::Append;
     columns.push_back(
         {opName(append) + ", K only", append, Form::KOnly, kPaged});
-    columns.push_back({opName(append) + ", `contiguous`", append, Form::KV,
-                       abi::Layout::Contiguous});
+    columns.push_back({opName(append) + ", `" +
+                           abi::layoutName(abi::Layout::Contiguous) + "`",
+                       append, Form::KV, abi::Layout::Contiguous});
     std::vector<std::string> header = {"kind", "granularity", "mode", "stores"};
     for (const Column &column : columns)
       header.push_back(column.name);

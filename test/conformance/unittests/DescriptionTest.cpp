@@ -93,7 +93,7 @@ TEST(DescriptionTest, KernelNamesIncludeScalarAndWideVariants) {
 }
 
 // The cases below follow the kernel plan's rule (wideMinTokens in
-// lib/Conversion/KernelPlan.cpp); the suites check each bundle against it.
+// lib/Plan/KernelPlan.cpp); the suites check each bundle against it.
 TEST(DescriptionTest, HasWideKernelFollowsThePlan) {
   // The serving shape: 8 x 128 bf16 is 128 chunks of 8 a token.
   Description append =

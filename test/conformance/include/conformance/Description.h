@@ -132,7 +132,7 @@ struct Description {
   /// wide kernel moves two a thread); not a latent one's (already two
   /// chunks a thread), a gather's or a slot_mapping's. This mirrors
   /// wideMinTokens in
-  /// lib/Conversion/KernelPlan.cpp under the default plan; runDescription
+  /// lib/Plan/KernelPlan.cpp under the default plan; runDescription
   /// fails every case of a description whose bundle disagrees, so that a
   /// change of the plan's rule that the suite does not follow is loud.
   bool hasWideKernel() const;
