@@ -2,12 +2,12 @@
 //
 // kv-to-loops divides a 16-bit float source by a static scale as
 //   y = RN(1 / s); q0 = RN(x * y); r = fma(-q0, s, x); q = fma(r, y, q0)
-// with q0's sign ORed into q (lib/Conversion/KVToLoops/Quantize.cpp, emitDivide),
-// taking IEEE division for |s| outside [2^-60, 2^60], a bf16 x past 2^60, or
-// an infinite or NaN x. The claim is that q then has the bits of IEEE x / s
-// wherever |x| is at least 2^-60, and below that, where the window does not
-// look, the same sign and a magnitude that every storage type rounds to
-// zero. These tests check it for every significand a bf16 value can have
+// with q0's sign ORed into q (lib/Conversion/KVToLoops/Quantize.cpp,
+// emitDivide), taking IEEE division for |s| outside [2^-60, 2^60], a bf16 x
+// past 2^60, or an infinite or NaN x. The claim is that q then has the bits of
+// IEEE x / s wherever |x| is at least 2^-60, and below that, where the window
+// does not look, the same sign and a magnitude that every storage type rounds
+// to zero. These tests check it for every significand a bf16 value can have
 // against every significand of an f32 scale, and every f16 significand
 // against every 7th (the exponents only scale all the steps by powers of two
 // while everything stays normal), at the window's edges, for the zeros, and

@@ -103,8 +103,8 @@ private:
 /// power of two), values past saturation, zeros of both signs and, with
 /// `specials`, infinities and NaN. With `outliers`, also finite values past
 /// 2^60 and nonzero ones under 2^-60, whatever the scale: either side of
-/// the fast division's window (lib/Conversion/KVToLoops/Quantize.cpp). Only for a
-/// static scale: in a dynamic group one of them would set the scale.
+/// the fast division's window (lib/Conversion/KVToLoops/Quantize.cpp). Only for
+/// a static scale: in a dynamic group one of them would set the scale.
 float quantSourceValue(QuantKind kind, float scale, bool specials,
                        std::mt19937_64 &rng, bool outliers = false);
 
