@@ -36,7 +36,7 @@ def _not_bound(*args):
     return -1
 
 
-# The extension's fast calls (kvext.c): -1 where they do not handle a call
+# The extension's fast calls (kvext_fast.c): -1 where they do not handle a call
 # (the Python below does), else kvrt's status. Bound once a call of the op
 # has been remembered (_remember_call).
 _fast_flash = _fast_paged = _fast_mla = _not_bound
