@@ -19,6 +19,9 @@ import sys
 import threading
 
 from . import _dlpack, _ext, _kvrt, compiler, errors
+from ._conventions import (_FP8, _UNQUANTIZED, _bad, _cache_dtype,
+                           _cache_layout, _flash_scales, _hnd_view, _scale,
+                           _scale_desc, _split_paged, _vllm_layout)
 from .bundle import Bundle, _stream_of
 
 # torch, once kvgen._torch_ops has registered the custom ops (a global, so
@@ -43,11 +46,6 @@ _fast_flash = _fast_paged = _fast_mla = _not_bound
 # torch.compiler.is_compiling once torch.ops.kvgen is registered (a traced
 # call must reach the custom op, never the extension); bool() is False.
 _is_compiling = bool
-
-_FP8 = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
-_FP8_CACHE = {"fp8_e4m3": ("f8e4m3", ("u8", "f8e4m3")),
-              "fp8_e5m2": ("f8e5m2", ("u8", "f8e5m2"))}
-_UNQUANTIZED = ("f32", "f16", "bf16")
 
 
 def register(bundle):
@@ -119,10 +117,6 @@ class _Plan:
     __slots__ = ("bundle", "kernel", "hnd", "quantized", "block_size")
 
 
-def _bad(message, *args):
-    return errors.InvalidArgumentError(message % args)
-
-
 _chips = {}
 
 
@@ -185,32 +179,6 @@ def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
     return bundle, name
 
 
-def _vllm_layout(hnd):
-    """kvgen's name of vLLM's cache layout, HND in memory or NHD."""
-    return compiler._VLLM_LAYOUTS["HND" if hnd else "NHD"]
-
-
-def _cache_layout(kc, vc, names):
-    """Whether a [nb, bs, H, D] cache (vLLM's logical shape) is HND in
-    memory, from its strides; K and V must agree."""
-    def hnd(d):
-        s = d[6]
-        return d[5][1] > 1 and d[5][2] > 1 and s[2] > s[1]
-
-    if hnd(kc) != hnd(vc):
-        raise _bad("%s is %s in memory but %s is %s", names[0],
-                   "HND" if hnd(kc) else "NHD", names[1],
-                   "HND" if hnd(vc) else "NHD")
-    return hnd(kc)
-
-
-def _hnd_view(d):
-    """The [nb, H, bs, D] view of a [nb, bs, H, D] HND-strided cache."""
-    shape, strides = d[5], d[6]
-    return d[:5] + ((shape[0], shape[2], shape[1], shape[3]),
-                    (strides[0], strides[2], strides[1], strides[3]))
-
-
 def _flash_plan(key, k, kc, vc, kv_cache_dtype, granularity):
     if len(k[5]) != 3:
         raise _bad("key: expected [num_tokens, num_heads, head_size], got "
@@ -239,60 +207,6 @@ def _flash_plan(key, k, kc, vc, kv_cache_dtype, granularity):
     plan.quantized = quant is not None
     plan.block_size = bs
     return plan
-
-
-def _scale_desc(obj, name, keep):
-    """The Desc of a static scale tensor, refused when absent."""
-    if obj is None:
-        raise _bad("%s: an fp8 cache needs the scale tensor", name)
-    return _dlpack.describe(obj, name, keep)
-
-
-def _scale(obj, name, keep):
-    """One per-tensor scale (any shape of one element) as a [1] Desc."""
-    d = _scale_desc(obj, name, keep)
-    count = 1
-    for e in d[5]:
-        count *= e
-    if count != 1:
-        raise _bad("%s: expected one scale (shape [] or [1]), got shape %s",
-                   name, list(d[5]))
-    return d[:5] + ((1,), (1,))
-
-
-def _flash_scales(ks, vs, kc):
-    """(granularity, k_scale Desc, v_scale Desc) of reshape_and_cache_flash's
-    fp8 scales, as vLLM takes them: one element each (per_tensor, passed as
-    [1]) or [num_heads] each (per_head, element h scales head h), never one
-    of each. (None, ks, vs) for a cache that is not [nb, bs, H, D]:
-    _flash_plan refuses it."""
-    if len(kc[5]) != 4:
-        return None, ks, vs
-    heads = kc[5][2]
-    out = []
-    for d, name in ((ks, "k_scale"), (vs, "v_scale")):
-        shape = d[5]
-        count = 1
-        for e in shape:
-            count *= e
-        if count == 1:
-            out.append(("per_tensor", d[:5] + ((1,), (1,))))
-        elif len(shape) == 1 and shape[0] == heads > 1:
-            if d[6][0] != 1:
-                # vLLM reads scale h at data_ptr()[h]: a strided view would
-                # scale heads by other elements.
-                raise _bad("%s: [%d] with stride %d; a per-head scale must "
-                           "be contiguous", name, heads, d[6][0])
-            out.append(("per_head", d))
-        else:
-            raise _bad("%s: shape %s; expected one scale (shape [] or [1]) "
-                       "or one per KV head (shape [%d])", name, list(shape),
-                       heads)
-    if out[0][0] != out[1][0]:
-        raise _bad("k_scale %s and v_scale %s: one is %s, the other %s; "
-                   "both must be [1] (per tensor) or both [%d] (per head)",
-                   list(ks[5]), list(vs[5]), out[0][0], out[1][0], heads)
-    return out[0][0], out[0][1], out[1][1]
 
 
 def register_torch_ops():
@@ -404,28 +318,6 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
                         kv_cache_dtype, k_scale, v_scale))
 
 
-def _cache_dtype(name, kc, kv_cache_dtype, fp8_names, unsupported):
-    """The cache dtype kvgen describes, and the fp8 quantization (or None),
-    of cache tensor `name` under vLLM's kv_cache_dtype. `fp8_names` are the
-    values the 'auto' refusal suggests; `unsupported` ends the unknown-value
-    refusal."""
-    cache = _dlpack.dtype_name(kc)
-    if kv_cache_dtype == "auto":
-        if cache not in _UNQUANTIZED:
-            raise _bad("%s: dtype %s with kv_cache_dtype 'auto'; an fp8 cache "
-                       "needs kv_cache_dtype %s", name, cache, fp8_names)
-        return cache, None
-    if kv_cache_dtype not in _FP8:
-        raise _bad("kv_cache_dtype: %r is not one of auto, fp8, fp8_e4m3, "
-                   "fp8_e5m2" + unsupported, kv_cache_dtype)
-    quant = _FP8[kv_cache_dtype]
-    stored, accepted = _FP8_CACHE[quant]
-    if cache not in accepted:
-        raise _bad("%s: dtype %s with kv_cache_dtype %r; expected uint8 or the "
-                   "matching float8", name, cache, kv_cache_dtype)
-    return stored, quant
-
-
 # vLLM MLA ---------------------------------------------------------------------
 
 def _mla_plan(c, p, kc, kv_cache_dtype):
@@ -451,7 +343,7 @@ def _mla_plan(c, p, kc, kv_cache_dtype):
         " (fp8_ds_mla's 656-byte entry is not supported)")
     plan = _Plan()
     plan.bundle, plan.kernel = _kernel_for(
-        "mla_append", kc[1:3], compiler._VLLM_LAYOUTS["NHD"], bs, 1, entry,
+        "mla_append", kc[1:3], _vllm_layout(False), bs, 1, entry,
         source, cache,
         quant, latent=(rank, rope))
     plan.hnd = False
@@ -534,28 +426,6 @@ def _concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
 
 
 # FlashInfer ------------------------------------------------------------------
-
-def _split_paged(paged_kv_cache, kv_layout):
-    if isinstance(paged_kv_cache, (tuple, list)):
-        if len(paged_kv_cache) != 2:
-            raise _bad("paged_kv_cache: expected (k_cache, v_cache), got %d "
-                       "tensors", len(paged_kv_cache))
-        return paged_kv_cache[0], paged_kv_cache[1]
-    shape = getattr(paged_kv_cache, "shape", None)
-    if shape is None:
-        raise _bad("paged_kv_cache: expected a (k_cache, v_cache) pair or one "
-                   "[max_num_pages, 2, ...] tensor, got a %s",
-                   type(paged_kv_cache).__name__)
-    if len(shape) != 5 or shape[1] != 2:
-        raise _bad("paged_kv_cache: expected a (k_cache, v_cache) pair or one "
-                   "[max_num_pages, 2, ...] tensor, got shape %s", list(shape))
-    try:
-        return paged_kv_cache[:, 0], paged_kv_cache[:, 1]
-    except Exception as e:  # a producer without slicing
-        raise _bad("paged_kv_cache: a %s that cannot be split into K and V "
-                   "([:, 0], [:, 1]): %s", type(paged_kv_cache).__name__,
-                   e) from e
-
 
 def append_paged_kv_cache(append_key, append_value, batch_indices, positions,
                           paged_kv_cache, kv_indices, kv_indptr,
