@@ -37,9 +37,29 @@ enum class DType {
 };
 
 enum class KernelKind {
-#define KVGEN_ABI_KERNEL_KIND(Id, Name) Id,
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry) Id,
 #include "kvgen/ABI/KernelKinds.def"
 };
+
+/// A kind's traits (KernelKinds.def says what each means).
+enum class KindRows { Into, OutOf, None };
+enum class KindSlot { Mapping, BlockTable, PageTable };
+enum class KindEntry { KV, Latent, None };
+struct KindTraits {
+  KindRows rows;
+  KindSlot slot;
+  KindEntry entry;
+};
+
+constexpr KindTraits kindTraits(KernelKind kind) {
+  switch (kind) {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry)                     \
+  case KernelKind::Id:                                                         \
+    return {KindRows::Rows, KindSlot::Slot, KindEntry::Entry};
+#include "kvgen/ABI/KernelKinds.def"
+  }
+  return {KindRows::None, KindSlot::Mapping, KindEntry::None};
+}
 
 /// A description's kernels. Vector and scalar are the alignment promise's two
 /// sides; wide is a vector kernel planned for many tokens (two chunks a
@@ -154,7 +174,7 @@ constexpr size_t dtypeBytes(DType dtype) {
 
 constexpr const char *kindName(KernelKind kind) {
   switch (kind) {
-#define KVGEN_ABI_KERNEL_KIND(Id, Name)                                        \
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry)                     \
   case KernelKind::Id:                                                         \
     return Name;
 #include "kvgen/ABI/KernelKinds.def"
@@ -261,7 +281,7 @@ inline constexpr const char *kDTypeNames[] = {
 #include "kvgen/ABI/DTypes.def"
 };
 inline constexpr const char *kKindNames[] = {
-#define KVGEN_ABI_KERNEL_KIND(Id, Name) Name,
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry) Name,
 #include "kvgen/ABI/KernelKinds.def"
 };
 inline constexpr const char *kQuantKindNames[] = {
@@ -363,7 +383,7 @@ constexpr size_t countParams(KernelKind kind, Quantization quant,
 constexpr size_t maxParams() {
   size_t most = 0;
   for (KernelKind kind : {
-#define KVGEN_ABI_KERNEL_KIND(Id, Name) KernelKind::Id,
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry) KernelKind::Id,
 #include "kvgen/ABI/KernelKinds.def"
        })
     for (Quantization q :
@@ -374,7 +394,7 @@ constexpr size_t maxParams() {
 constexpr size_t maxBuffers() {
   size_t most = 0;
   for (KernelKind kind : {
-#define KVGEN_ABI_KERNEL_KIND(Id, Name) KernelKind::Id,
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry) KernelKind::Id,
 #include "kvgen/ABI/KernelKinds.def"
        })
     for (Quantization q :
@@ -392,7 +412,7 @@ constexpr size_t maxBuffers() {
 constexpr size_t maxScalars() {
   size_t most = 0;
   for (KernelKind kind : {
-#define KVGEN_ABI_KERNEL_KIND(Id, Name) KernelKind::Id,
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry) KernelKind::Id,
 #include "kvgen/ABI/KernelKinds.def"
        })
     for (Quantization q :
