@@ -228,8 +228,17 @@ quant_how="configure with -DKVBENCH_QUANT_ROWS=ON (a kvgen that lowers quantized
 shapes_how="configure with -DKVBENCH_SHAPE_ROWS=ON (a kvgen that takes any block size)"
 mla_how="configure with -DKVBENCH_MLA_ROWS=ON (a kvgen that has kv.mla_append)"
 if [ -n "${KVBENCH_KERNELS:-}" ]; then
+  # Each kernel from the bundle whose description defines it.
   for k in $KVBENCH_KERNELS; do
-    run_kernel "$main_bundle" "$k" "build the bench bundle"
+    b=$main_bundle how="build the bench bundle"
+    if bench_kernels bench-quant | grep -qx -- "$k"; then
+      b=$quant_bundle how=$quant_how
+    elif bench_kernels bench-shapes | grep -qx -- "$k"; then
+      b=$shapes_bundle how=$shapes_how
+    elif bench_kernels bench-mla | grep -qx -- "$k"; then
+      b=$mla_bundle how=$mla_how
+    fi
+    run_kernel "$b" "$k" "$how"
   done
 elif [ -f "$main_bundle" ]; then
   run_kernel "$main_bundle" "$headline" "build the bench bundle"

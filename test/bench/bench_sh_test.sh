@@ -77,6 +77,17 @@ expect "old form exits 0" test $? -eq 0
 expect "old form runs the kernels asked for, into OUT_DIR" \
   grep -qx -- "--bundle $bundle --kernel bench_paged_hnd --targets bench/targets.json $work/old" "$work/log"
 
+# KVBENCH_KERNELS names kernels of any bench description: each runs from the
+# bundle its description is compiled into.
+: > "$work/log"
+mla=$work/build/bench/bench-mla.bundle.json
+echo '{"kernels": [{"name": "bench_mla"}]}' > "$mla"
+FAKE_BUNDLE=$mla KVBENCH_KERNELS=bench_mla \
+  scripts/bench.sh "$work/build" "$work/mla" > "$work/mla.txt" 2>&1
+rm "$mla"
+expect "an MLA kernel asked for runs from the MLA bundle" \
+  grep -qx -- "--bundle $mla --kernel bench_mla --targets bench/targets.json $work/mla" "$work/log"
+
 # No time left: every run is skipped, nothing launched.
 : > "$work/log"
 scripts/bench.sh --budget 10 "$work/build" "$work/none" > "$work/none.txt" 2>&1
