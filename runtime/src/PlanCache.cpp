@@ -103,21 +103,6 @@ struct Rebase {
   bool used[LaunchKey::kMaxTensors];
 };
 
-/// Bytes a validated tensor addresses from its first element (checkTensor's
-/// extent, in bytes).
-uint64_t reachOf(const DLTensor &tensor, size_t elementBytes) {
-  int64_t last = 0, compact = 1;
-  for (int i = tensor.ndim - 1; i >= 0; --i) {
-    int64_t extent = tensor.shape[i];
-    if (extent == 0)
-      return 0;
-    int64_t stride = tensor.strides ? tensor.strides[i] : compact;
-    compact *= extent;
-    last += (extent - 1) * stride;
-  }
-  return static_cast<uint64_t>(last + 1) * elementBytes;
-}
-
 /// The rebase of `plan`, planned from the arguments of `key`.
 Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
   Rebase rebase;
@@ -128,6 +113,7 @@ Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
       if (key.tensor(a) && key.tensor(a) == key.tensor(b))
         return rebase;
   std::fill(std::begin(rebase.used), std::end(rebase.used), false);
+  std::fill(std::begin(rebase.reach), std::end(rebase.reach), 0);
   for (int i = 0; i < plan.numBuffers; ++i) {
     const TensorView &view = plan.buffers[i];
     int a = 0;
@@ -141,7 +127,10 @@ Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
     rebase.written[i] = abi::kernelWrites(plan.kind, plan.bufferParams[i]);
     rebase.used[a] = true;
     rebase.elementBytes[a] = view.elementBytes;
-    rebase.reach[a] = reachOf(*view.tensor, view.elementBytes);
+    // A tensor's views (the K and V of a stacked cache) reach its end.
+    if (view.extent > 0)
+      rebase.reach[a] = std::max<uint64_t>(
+          rebase.reach[a], rebase.offset[i] + view.extent * view.elementBytes);
   }
   rebase.usable = true;
   return rebase;

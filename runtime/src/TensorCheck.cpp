@@ -356,8 +356,6 @@ static bool interleaveDisjointly(const TensorView &a, const TensorView &b) {
   return spanA <= r && r + spanB <= periodA;
 }
 
-/// A written tensor must not share bytes with any other tensor of the launch:
-/// the kernel would read what it just wrote, or two caches would interleave.
 Status checkDisjoint(const TensorView &written, const TensorView &other) {
   if (written.extent == 0 || other.extent == 0)
     return Status();
@@ -375,9 +373,6 @@ Status checkDisjoint(const TensorView &written, const TensorView &other) {
                     reinterpret_cast<void *>(other.end()));
 }
 
-/// The K (index 0) or V (index 1) view of a stacked cache: dimension 1 (the
-/// Side axis, second in every stacked layout: abi::isWellFormed) dropped,
-/// the first element moved to the V half.
 void stackedView(const TensorView &stacked, int index, const char *name,
                  TensorView *view) {
   *view = stacked;
