@@ -136,14 +136,15 @@ public:
     return Status();
   }
 
-  /// The values of a checked object; absent keys read as empty, 0, false.
+  /// The values of a checked object; absent keys read as empty, `absent`
+  /// (0 unless given), false.
   std::string getString(const char *key) const {
     auto it = object->find(key);
     return it == object->end() ? std::string() : it->get<std::string>();
   }
-  int64_t getInt(const char *key) const {
+  int64_t getInt(const char *key, int64_t absent = 0) const {
     auto it = object->find(key);
-    return it == object->end() ? 0 : it->get<int64_t>();
+    return it == object->end() ? absent : it->get<int64_t>();
   }
   bool getBool(const char *key) const {
     auto it = object->find(key);

@@ -358,9 +358,8 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
     KVRT_RETURN_IF_ERROR(kernel.require(k::alignment));
     KVRT_RETURN_IF_ERROR(kernel.require(k::vector_elems));
   }
-  out->alignment = kernel.has(k::alignment) ? kernel.getInt(k::alignment) : 1;
-  out->vectorElems =
-      kernel.has(k::vector_elems) ? kernel.getInt(k::vector_elems) : 1;
+  out->alignment = kernel.getInt(k::alignment, 1);
+  out->vectorElems = kernel.getInt(k::vector_elems, 1);
   out->vectorBytes = kernel.getInt(k::vector_bytes);
   if (!isPowerOfTwo(out->alignment))
     return KVRT_BUNDLE_ERROR("%s must be a power of two",

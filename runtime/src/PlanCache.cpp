@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <iterator>
 
 namespace kvrt::impl {
 
@@ -98,9 +97,9 @@ struct Rebase {
   bool written[kMaxBuffers];
   /// Bytes from data + byte_offset to one past the last element; 0 for an
   /// empty tensor.
-  uint64_t reach[LaunchKey::kMaxTensors];
+  uint64_t reach[LaunchKey::kMaxTensors] = {};
   size_t elementBytes[LaunchKey::kMaxTensors];
-  bool used[LaunchKey::kMaxTensors];
+  bool used[LaunchKey::kMaxTensors] = {};
 };
 
 /// The rebase of `plan`, planned from the arguments of `key`.
@@ -112,8 +111,6 @@ Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
     for (int b = a + 1; b < key.numTensors(); ++b)
       if (key.tensor(a) && key.tensor(a) == key.tensor(b))
         return rebase;
-  std::fill(std::begin(rebase.used), std::end(rebase.used), false);
-  std::fill(std::begin(rebase.reach), std::end(rebase.reach), 0);
   for (int i = 0; i < plan.numBuffers; ++i) {
     const TensorView &view = plan.buffers[i];
     int a = 0;
