@@ -144,51 +144,41 @@ static TensorSpec cacheSpec(Param param, const KernelDescription &kernel) {
 /// the launch.
 static TensorSpec scaleSpec(Param param, const KernelDescription &kernel) {
   const CacheDescription &cache = kernel.cache;
-  const char *k = kernel.name.c_str();
   int64_t heads = cache.numKvHeads;
-  bool perHead = cache.quant.granularity == ScaleGranularity::PerTokenHead;
-  TensorSpec spec;
+  auto scale = [&](const char *shapeText, Dims dims) {
+    TensorSpec spec =
+        makeSpec(param, DType::F32, kernel.name.c_str(), shapeText, dims);
+    spec.compact = true;
+    return spec;
+  };
   if (param == Param::KeyScaleCache || param == Param::ValueScaleCache) {
     const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
-    spec = makeSpec(
-        param, DType::F32, k,
-        shapeTexts()
-            .scaleCache[static_cast<size_t>(cache.layout)][perHead]
-            .c_str(),
-        {{layout.blocksName(), -1}, {layout.tokensName(), cache.blockSize}});
-    if (perHead) {
-      spec.dimNames[2] = "num_kv_heads";
-      spec.dims[2] = heads;
-      spec.rank = 3;
-    }
-  } else {
-    switch (cache.quant.granularity) {
-    case ScaleGranularity::PerTensor:
-      spec =
-          makeSpec(param, DType::F32, k, "[1] (f32, per_tensor)", {{"1", 1}});
-      break;
-    case ScaleGranularity::PerHead:
-      spec = makeSpec(param, DType::F32, k, "[num_kv_heads] (f32, per_head)",
-                      {{"num_kv_heads", heads}});
-      break;
-    case ScaleGranularity::PerToken:
-      spec = makeSpec(param, DType::F32, k, "[num_tokens] (f32, per_token)",
-                      {{"num_tokens", -1}});
-      break;
-    case ScaleGranularity::PerTokenHead:
-      spec = makeSpec(param, DType::F32, k,
-                      "[num_tokens, num_kv_heads] (f32, per_token_head)",
-                      {{"num_tokens", -1}, {"num_kv_heads", heads}});
-      break;
-    case ScaleGranularity::PerBlock:
-      spec = makeSpec(param, DType::F32, k,
-                      "[num_blocks, num_kv_heads] (f32, per_block)",
-                      {{"num_blocks", -1}, {"num_kv_heads", heads}});
-      break;
-    }
+    bool perHead = cache.quant.granularity == ScaleGranularity::PerTokenHead;
+    TensorSpec spec =
+        scale(shapeTexts()
+                  .scaleCache[static_cast<size_t>(cache.layout)][perHead]
+                  .c_str(),
+              {{layout.blocksName(), -1},
+               {layout.tokensName(), cache.blockSize},
+               {"num_kv_heads", heads}});
+    spec.rank = perHead ? 3 : 2;
+    return spec;
   }
-  spec.compact = true;
-  return spec;
+  switch (cache.quant.granularity) {
+  case ScaleGranularity::PerTensor:
+    return scale("[1] (f32, per_tensor)", {{"1", 1}});
+  case ScaleGranularity::PerHead:
+    return scale("[num_kv_heads] (f32, per_head)", {{"num_kv_heads", heads}});
+  case ScaleGranularity::PerToken:
+    return scale("[num_tokens] (f32, per_token)", {{"num_tokens", -1}});
+  case ScaleGranularity::PerTokenHead:
+    return scale("[num_tokens, num_kv_heads] (f32, per_token_head)",
+                 {{"num_tokens", -1}, {"num_kv_heads", heads}});
+  case ScaleGranularity::PerBlock:
+    return scale("[num_blocks, num_kv_heads] (f32, per_block)",
+                 {{"num_blocks", -1}, {"num_kv_heads", heads}});
+  }
+  return TensorSpec();
 }
 
 OperationSpecs makeSpecs(const KernelDescription &kernel) {
