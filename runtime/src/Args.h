@@ -14,6 +14,7 @@
 
 #include "kvrt/kvrt.h"
 
+#include <algorithm>
 #include <type_traits>
 
 // KVRT_ARGS(Struct, Kind, FirstSize, Entry): the struct of Kind's launches,
@@ -103,6 +104,21 @@ struct HasVariant : std::false_type {};
 template <typename Args>
 struct HasVariant<Args, std::void_t<decltype(&Args::variant)>>
     : std::true_type {};
+
+/// The number of tensor fields of `Args`, and the most of any struct.
+template <typename Args> constexpr int numTensors() {
+  int count = 0;
+#define KVRT_ARGS_TENSOR(Struct, Field, Id)                                    \
+  count += std::is_same_v<Args, Struct>;
+  KVRT_FOR_EACH_ARGS_TENSOR(KVRT_ARGS_TENSOR)
+#undef KVRT_ARGS_TENSOR
+  return count;
+}
+inline constexpr int kMaxArgsTensors = std::max({
+#define KVRT_ARGS_TENSORS(Struct, Kind, FirstSize, Entry) numTensors<Struct>(),
+    KVRT_FOR_EACH_ARGS(KVRT_ARGS_TENSORS)
+#undef KVRT_ARGS_TENSORS
+});
 
 /// Calls fn(const DLTensor *, abi::Param) for each tensor field of `args`,
 /// in struct order.

@@ -14,14 +14,19 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <tuple>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace kvrt::impl {
+
+bool environmentFlag(const char *name) {
+  const char *value = std::getenv(name);
+  return value && std::strcmp(value, "1") == 0;
+}
 
 Status loadBundle(const char *data, size_t size, kvrt_bundle **out) {
   if (!out)
@@ -177,15 +182,16 @@ static Status findOperation(const Manifest &manifest, KernelKind kind,
     return Status();
   }
   for (const Operation &operation : manifest.operations)
-    for (auto [index, variant, value] :
-         {std::tuple(operation.scalarKernel, "scalar", "KVRT_VARIANT_SCALAR"),
-          std::tuple(operation.wideKernel, "wide", "KVRT_VARIANT_WIDE")})
-      if (index >= 0 && manifest.kernels[index].name == name)
+    for (Variant variant : {Variant::Scalar, Variant::Wide})
+      if (int index = operation.kernelOf(variant);
+          index >= 0 && manifest.kernels[index].name == name)
         return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
                           "kernel: '%s' is the %s variant of '%s'; name the "
                           "description '%s' and pass %s",
-                          name, variant, operation.name.c_str(),
-                          operation.name.c_str(), value);
+                          name, variantName(variant), operation.name.c_str(),
+                          operation.name.c_str(),
+                          variant == Variant::Wide ? "KVRT_VARIANT_WIDE"
+                                                   : "KVRT_VARIANT_SCALAR");
   return KVRT_ERROR(KVRT_ERROR_NOT_FOUND, "kernel: the bundle has no kernel %s",
                     quote(name).c_str());
 }
@@ -205,6 +211,99 @@ static Status readVariant(const kvrt_variant *field, kvrt_variant *out) {
                       "variant: %d is not a kvrt_variant", raw);
   *out = static_cast<kvrt_variant>(raw);
   return Status();
+}
+
+//===----------------------------------------------------------------------===//
+// The vector promise
+//===----------------------------------------------------------------------===//
+
+// The vector variant assumes aligned base pointers, a unit inner stride and
+// outer strides that are multiples of its vector width (docs/KERNEL-ABI.md,
+// "The vector promise"). AUTO checks without allocating and falls back to
+// the scalar variant; a forced VECTOR launch is refused with the breach.
+
+namespace {
+/// The first tensor, and its rule, that breaks the vector promise.
+struct PromiseBreach {
+  const TensorView *view = nullptr;
+  enum Rule { Alignment, InnerStride, OuterStride } rule = Alignment;
+  int dim = 0;
+};
+} // namespace
+
+/// Whether every promised tensor meets `vector`'s promise; the first breach
+/// otherwise. Allocates nothing: AUTO falls back without a message.
+static bool checkVectorPromise(const LaunchPlan &plan,
+                               const KernelDescription &vector,
+                               PromiseBreach *breach) {
+  // Powers of two in practice: masks instead of 64-bit divisions.
+  uint64_t alignmentMask = static_cast<uint64_t>(vector.alignment) - 1;
+  int64_t elems = vector.vectorElems;
+  bool elemsPowerOfTwo = (elems & (elems - 1)) == 0;
+  auto multiple = [&](int64_t stride) {
+    return elemsPowerOfTwo ? (stride & (elems - 1)) == 0 : stride % elems == 0;
+  };
+  for (int p = 0; p < plan.numPromised; ++p) {
+    const TensorView &view = plan.buffers[plan.promised[p]];
+    if (view.extent == 0)
+      continue;
+    breach->view = &view;
+    if (view.begin() & alignmentMask) {
+      breach->rule = PromiseBreach::Alignment;
+      return false;
+    }
+    int inner = view.rank - 1;
+    for (int i = 0; i < view.rank; ++i) {
+      if (view.shape[i] == 1)
+        continue;
+      if (i == inner && view.strides[i] != 1) {
+        breach->rule = PromiseBreach::InnerStride;
+        breach->dim = i;
+        return false;
+      }
+      if (i != inner && !multiple(view.strides[i])) {
+        breach->rule = PromiseBreach::OuterStride;
+        breach->dim = i;
+        return false;
+      }
+    }
+  }
+  breach->view = nullptr;
+  return true;
+}
+
+/// The refusal for a forced launch that breaks the promise.
+static Status describeBreach(const PromiseBreach &breach,
+                             const KernelDescription &vector) {
+  const TensorView &view = *breach.view;
+  switch (breach.rule) {
+  case PromiseBreach::Alignment:
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                      "%s: data + byte_offset (%p) is not aligned to %lld "
+                      "bytes, which the %s variant '%s' assumes (AUTO "
+                      "would use the scalar variant)",
+                      view.name, static_cast<void *>(view.first),
+                      static_cast<long long>(vector.alignment),
+                      variantName(vector.variant), vector.name.c_str());
+  case PromiseBreach::InnerStride:
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                      "%s: stride[%d] is %lld but the %s variant '%s' "
+                      "assumes a contiguous innermost dimension (stride 1) "
+                      "(AUTO would use the scalar variant)",
+                      view.name, breach.dim,
+                      static_cast<long long>(view.strides[breach.dim]),
+                      variantName(vector.variant), vector.name.c_str());
+  case PromiseBreach::OuterStride:
+    break;
+  }
+  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                    "%s: stride[%d] is %lld, not a multiple of vector_elems "
+                    "(%lld), which the %s variant '%s' assumes (AUTO would "
+                    "use the scalar variant)",
+                    view.name, breach.dim,
+                    static_cast<long long>(view.strides[breach.dim]),
+                    static_cast<long long>(vector.vectorElems),
+                    variantName(vector.variant), vector.name.c_str());
 }
 
 /// Whether AUTO picks a wide kernel for `numTokens` tokens: from its
@@ -238,17 +337,17 @@ static Status selectKernel(const kvrt_bundle &bundle,
                       operation.name.c_str());
   };
 
-  int vector = operation.vectorKernel;
-  int scalar = operation.scalarKernel;
-  int wide = operation.wideKernel;
+  int vector = operation.kernelOf(Variant::Vector);
+  int scalar = operation.kernelOf(Variant::Scalar);
+  int wide = operation.kernelOf(Variant::Wide);
   int promised = operation.promiseKernel();
   PromiseBreach breach;
   bool promise = promised >= 0 &&
                  checkVectorPromise(plan, manifest.kernels[promised], &breach);
-  auto promising = [&](int index, const char *variant) {
+  auto forced = [&](int index, const char *variant) {
     if (index < 0)
       return missing(variant);
-    if (!promise)
+    if (index != scalar && !promise)
       return describeBreach(breach, manifest.kernels[index]);
     if (!available(index))
       return unregistered(index);
@@ -257,16 +356,11 @@ static Status selectKernel(const kvrt_bundle &bundle,
   };
   switch (requested) {
   case KVRT_VARIANT_VECTOR:
-    return promising(vector, "vector");
+    return forced(vector, "vector");
   case KVRT_VARIANT_WIDE:
-    return promising(wide, "wide");
+    return forced(wide, "wide");
   case KVRT_VARIANT_SCALAR:
-    if (scalar < 0)
-      return missing("scalar");
-    if (!available(scalar))
-      return unregistered(scalar);
-    *out = scalar;
-    return Status();
+    return forced(scalar, "scalar");
   case KVRT_VARIANT_AUTO:
     break;
   }
@@ -274,23 +368,19 @@ static Status selectKernel(const kvrt_bundle &bundle,
   // captured at one shape replays the kernel picked for it.
   if (promise && available(wide) &&
       (inWideRange(manifest.kernels[wide], plan.numTokens) ||
-       !available(vector))) {
+       !available(vector)))
     *out = wide;
-    return Status();
-  }
-  if (promise && available(vector)) {
+  else if (promise && available(vector))
     *out = vector;
-    return Status();
-  }
-  if (available(scalar)) {
+  else if (available(scalar))
     *out = scalar;
-    return Status();
-  }
-  if (scalar >= 0)
+  else if (scalar >= 0)
     return unregistered(scalar);
-  if (!promise)
+  else if (!promise)
     return describeBreach(breach, manifest.kernels[promised]);
-  return unregistered(vector >= 0 ? vector : wide);
+  else
+    return unregistered(vector >= 0 ? vector : wide);
+  return Status();
 }
 
 static Status run(kvrt_bundle &bundle, const LaunchPlan &plan,

@@ -8,19 +8,24 @@
 #include "GpuLauncher.h"
 #include "Manifest.h"
 #include "PlanCache.h"
-#include "ProgrammaticLaunch.h"
 #include "Status.h"
 #include "Validation.h"
 
 #include <atomic>
 #include <memory>
 
+namespace kvrt::impl {
+/// Whether the environment variable `name` is "1": KVRT_CHECKED asks for
+/// checked mode at load, KVRT_PDL for programmatic launch.
+bool environmentFlag(const char *name);
+} // namespace kvrt::impl
+
 struct kvrt_bundle {
   explicit kvrt_bundle(kvrt::impl::Manifest parsed)
       : manifest(std::move(parsed)),
         hostKernels(new std::atomic<kvrt_host_kernel>[manifest.kernels.size()]),
-        gpu(manifest), checked(kvrt::impl::checkedFromEnvironment()),
-        programmatic(kvrt::impl::programmaticFromEnvironment()) {
+        gpu(manifest, id), checked(kvrt::impl::environmentFlag("KVRT_CHECKED")),
+        programmatic(kvrt::impl::environmentFlag("KVRT_PDL")) {
     for (size_t i = 0; i < manifest.kernels.size(); ++i)
       hostKernels[i].store(nullptr, std::memory_order_relaxed);
     for (const kvrt::impl::Operation &operation : manifest.operations)
@@ -41,7 +46,7 @@ struct kvrt_bundle {
   /// Checked mode (Checked.h): KVRT_CHECKED=1 at load, or
   /// kvrt_bundle_set_checked.
   std::atomic<bool> checked;
-  /// Programmatic dependent launch (ProgrammaticLaunch.h): KVRT_PDL=1 at
+  /// Programmatic dependent launch (GpuLauncher.h): KVRT_PDL=1 at
   /// load, or kvrt_bundle_set_programmatic_launch.
   std::atomic<bool> programmatic;
 };

@@ -2,16 +2,15 @@
 
 #include "Checked.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
-namespace kvrt::impl {
+/// A refused launch: KVRT_ERROR_INVALID_ARGUMENT, the message saying that
+/// checked mode found it.
+#define KVRT_CHECKED_ERROR(format, ...)                                        \
+  KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, format " (checked mode)", __VA_ARGS__)
 
-bool checkedFromEnvironment() {
-  const char *value = std::getenv("KVRT_CHECKED");
-  return value && std::strcmp(value, "1") == 0;
-}
+namespace kvrt::impl {
 
 namespace {
 /// A validated index tensor (i32 or i64, inner stride 1), copied to the host
@@ -61,6 +60,8 @@ private:
 };
 } // namespace
 
+using abi::Param;
+
 /// Claims `slot` for token `t` (request `r`, `position`) of a launch whose
 /// slots come from a table, refusing a slot an earlier token already took.
 static Status claimTableSlot(SlotOwners &owners, int64_t slot, int64_t t,
@@ -68,19 +69,17 @@ static Status claimTableSlot(SlotOwners &owners, int64_t slot, int64_t t,
   int64_t earlier = owners.claim(slot, t);
   if (earlier < 0)
     return Status();
-  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                    "token %lld (request %lld, position %lld) writes "
-                    "slot %lld, also used by token %lld; two tokens of "
-                    "one launch must not share a slot (checked mode)",
-                    static_cast<long long>(t), static_cast<long long>(r),
-                    static_cast<long long>(position),
-                    static_cast<long long>(slot),
-                    static_cast<long long>(earlier));
+  return KVRT_CHECKED_ERROR(
+      "token %lld (request %lld, position %lld) writes slot %lld, also used by "
+      "token %lld; two tokens of one launch must not share a slot",
+      static_cast<long long>(t), static_cast<long long>(r),
+      static_cast<long long>(position), static_cast<long long>(slot),
+      static_cast<long long>(earlier));
 }
 
 static Status checkSlotMapping(const LaunchPlan &plan, const ReadBytes &read) {
   HostIndex slots;
-  KVRT_RETURN_IF_ERROR(slots.read(plan.buffers[plan.slotMapping], read));
+  KVRT_RETURN_IF_ERROR(slots.read(plan.buffer(Param::SlotMapping), read));
   // Bounded by the limits: num_blocks comes from a validated tensor and
   // block_size is at most 2^20, so the product may still overflow; saturate.
   int64_t capacity = 0;
@@ -92,22 +91,20 @@ static Status checkSlotMapping(const LaunchPlan &plan, const ReadBytes &read) {
     if (slot < 0)
       continue;
     if (slot >= capacity)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "slot_mapping[%lld] = %lld is out of range: the cache "
-                        "has %lld slots (num_blocks %lld * block_size %lld) "
-                        "(checked mode)",
-                        static_cast<long long>(t), static_cast<long long>(slot),
-                        static_cast<long long>(capacity),
-                        static_cast<long long>(plan.numBlocks),
-                        static_cast<long long>(plan.blockSize));
+      return KVRT_CHECKED_ERROR(
+          "slot_mapping[%lld] = %lld is out of range: the cache has %lld slots "
+          "(num_blocks %lld * block_size %lld)",
+          static_cast<long long>(t), static_cast<long long>(slot),
+          static_cast<long long>(capacity),
+          static_cast<long long>(plan.numBlocks),
+          static_cast<long long>(plan.blockSize));
     int64_t earlier = owners.claim(slot, t);
     if (earlier >= 0)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "slot_mapping[%lld] = %lld is also used by token %lld; "
-                        "two tokens of one launch must not share a slot "
-                        "(checked mode)",
-                        static_cast<long long>(t), static_cast<long long>(slot),
-                        static_cast<long long>(earlier));
+      return KVRT_CHECKED_ERROR(
+          "slot_mapping[%lld] = %lld is also used by token %lld; two tokens of "
+          "one launch must not share a slot",
+          static_cast<long long>(t), static_cast<long long>(slot),
+          static_cast<long long>(earlier));
   }
   return Status();
 }
@@ -118,35 +115,30 @@ static Status checkSlotMapping(const LaunchPlan &plan, const ReadBytes &read) {
 /// or decreases (its tokens would shift to another request), a negative
 /// context_lens, and a position past the block-table row.
 static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
-  const TensorView &tableView = plan.buffers[plan.blockTable];
+  const TensorView &tableView = plan.buffer(Param::BlockTable);
   HostIndex table, starts, lens;
   KVRT_RETURN_IF_ERROR(table.read(tableView, read));
-  KVRT_RETURN_IF_ERROR(starts.read(plan.buffers[plan.queryStartLoc], read));
-  KVRT_RETURN_IF_ERROR(lens.read(plan.buffers[plan.contextLens], read));
+  KVRT_RETURN_IF_ERROR(starts.read(plan.buffer(Param::QueryStartLoc), read));
+  KVRT_RETURN_IF_ERROR(lens.read(plan.buffer(Param::ContextLens), read));
   int64_t numReqs = tableView.shape[0];
   int64_t maxBlocks = tableView.shape[1];
   for (int64_t r = 0; r <= numReqs; ++r) {
     int64_t start = starts.at(r);
     if (start < 0)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "query_start_loc[%lld] = %lld is negative "
-                        "(checked mode)",
-                        static_cast<long long>(r),
-                        static_cast<long long>(start));
+      return KVRT_CHECKED_ERROR("query_start_loc[%lld] = %lld is negative",
+                                static_cast<long long>(r),
+                                static_cast<long long>(start));
     if (r > 0 && start < starts.at(r - 1))
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "query_start_loc[%lld] = %lld is below "
-                        "query_start_loc[%lld] = %lld: it must not decrease "
-                        "(checked mode)",
-                        static_cast<long long>(r),
-                        static_cast<long long>(start),
-                        static_cast<long long>(r - 1),
-                        static_cast<long long>(starts.at(r - 1)));
+      return KVRT_CHECKED_ERROR(
+          "query_start_loc[%lld] = %lld is below query_start_loc[%lld] = %lld: "
+          "it must not decrease",
+          static_cast<long long>(r), static_cast<long long>(start),
+          static_cast<long long>(r - 1),
+          static_cast<long long>(starts.at(r - 1)));
     if (r < numReqs && lens.at(r) < 0)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "context_lens[%lld] = %lld is negative (checked mode)",
-                        static_cast<long long>(r),
-                        static_cast<long long>(lens.at(r)));
+      return KVRT_CHECKED_ERROR("context_lens[%lld] = %lld is negative",
+                                static_cast<long long>(r),
+                                static_cast<long long>(lens.at(r)));
   }
   SlotOwners owners(plan.numTokens);
   for (int64_t r = 0; r < numReqs; ++r) {
@@ -156,11 +148,10 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
       int64_t position = lens.at(r) + t - starts.at(r);
       int64_t column = position / plan.blockSize;
       if (column >= maxBlocks)
-        return KVRT_ERROR(
-            KVRT_ERROR_INVALID_ARGUMENT,
-            "token %lld (request %lld, position %lld = context_lens[%lld] "
-            "%lld + %lld) is past its block_table row: block %lld of "
-            "max_blocks_per_req %lld (block_size %lld) (checked mode)",
+        return KVRT_CHECKED_ERROR(
+            "token %lld (request %lld, position %lld = context_lens[%lld] %lld "
+            "+ %lld) is past its block_table row: block %lld of "
+            "max_blocks_per_req %lld (block_size %lld)",
             static_cast<long long>(t), static_cast<long long>(r),
             static_cast<long long>(position), static_cast<long long>(r),
             static_cast<long long>(lens.at(r)),
@@ -171,10 +162,9 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
       if (block < 0)
         continue;
       if (block >= plan.numBlocks)
-        return KVRT_ERROR(
-            KVRT_ERROR_INVALID_ARGUMENT,
-            "block_table[%lld][%lld] = %lld (token %lld) is past "
-            "the cache's num_blocks (%lld) (checked mode)",
+        return KVRT_CHECKED_ERROR(
+            "block_table[%lld][%lld] = %lld (token %lld) is past the cache's "
+            "num_blocks (%lld)",
             static_cast<long long>(r), static_cast<long long>(column),
             static_cast<long long>(block), static_cast<long long>(t),
             static_cast<long long>(plan.numBlocks));
@@ -190,52 +180,48 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
 /// skip is refused here, named, as is a slot used twice.
 static Status checkPageTable(const LaunchPlan &plan, const ReadBytes &read) {
   HostIndex batch, positions, indices, indptr;
-  KVRT_RETURN_IF_ERROR(batch.read(plan.buffers[plan.batchIndices], read));
-  KVRT_RETURN_IF_ERROR(positions.read(plan.buffers[plan.positions], read));
-  KVRT_RETURN_IF_ERROR(indices.read(plan.buffers[plan.kvIndices], read));
-  KVRT_RETURN_IF_ERROR(indptr.read(plan.buffers[plan.kvIndptr], read));
-  int64_t batchSize = plan.buffers[plan.kvIndptr].shape[0] - 1;
-  int64_t numIndices = plan.buffers[plan.kvIndices].shape[0];
+  const TensorView &indptrView = plan.buffer(Param::KvIndptr);
+  const TensorView &indicesView = plan.buffer(Param::KvIndices);
+  KVRT_RETURN_IF_ERROR(batch.read(plan.buffer(Param::BatchIndices), read));
+  KVRT_RETURN_IF_ERROR(positions.read(plan.buffer(Param::Positions), read));
+  KVRT_RETURN_IF_ERROR(indices.read(indicesView, read));
+  KVRT_RETURN_IF_ERROR(indptr.read(indptrView, read));
+  int64_t batchSize = indptrView.shape[0] - 1;
+  int64_t numIndices = indicesView.shape[0];
   SlotOwners owners(plan.numTokens);
   for (int64_t i = 0; i < plan.numTokens; ++i) {
     int64_t b = batch.at(i);
     if (b < 0 || b >= batchSize)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "batch_indices[%lld] = %lld is out of range: "
-                        "batch_size is %lld (len(kv_indptr) - 1) "
-                        "(checked mode)",
-                        static_cast<long long>(i), static_cast<long long>(b),
-                        static_cast<long long>(batchSize));
+      return KVRT_CHECKED_ERROR("batch_indices[%lld] = %lld is out of range: "
+                                "batch_size is %lld (len(kv_indptr) - 1)",
+                                static_cast<long long>(i),
+                                static_cast<long long>(b),
+                                static_cast<long long>(batchSize));
     int64_t start = indptr.at(b), end = indptr.at(b + 1);
     if (start < 0 || end > numIndices || start > end)
-      return KVRT_ERROR(
-          KVRT_ERROR_INVALID_ARGUMENT,
-          "kv_indptr[%lld] .. kv_indptr[%lld] = %lld .. %lld "
-          "(token %lld) is not a range of kv_indices, which "
-          "has %lld entries (checked mode)",
+      return KVRT_CHECKED_ERROR(
+          "kv_indptr[%lld] .. kv_indptr[%lld] = %lld .. %lld (token %lld) is "
+          "not a range of kv_indices, which has %lld entries",
           static_cast<long long>(b), static_cast<long long>(b + 1),
           static_cast<long long>(start), static_cast<long long>(end),
           static_cast<long long>(i), static_cast<long long>(numIndices));
     int64_t p = positions.at(i);
     if (p < 0 || start + p / plan.blockSize >= end)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "positions[%lld] = %lld is out of range: request %lld "
-                        "has %lld pages of %lld positions (checked mode)",
-                        static_cast<long long>(i), static_cast<long long>(p),
-                        static_cast<long long>(b),
-                        static_cast<long long>(end - start),
-                        static_cast<long long>(plan.blockSize));
+      return KVRT_CHECKED_ERROR(
+          "positions[%lld] = %lld is out of range: request %lld has %lld pages "
+          "of %lld positions",
+          static_cast<long long>(i), static_cast<long long>(p),
+          static_cast<long long>(b), static_cast<long long>(end - start),
+          static_cast<long long>(plan.blockSize));
     int64_t column = start + p / plan.blockSize;
     int64_t page = indices.at(column);
     if (page < 0 || page >= plan.numBlocks)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "kv_indices[%lld] = %lld (token %lld, request %lld, "
-                        "position %lld) is out of range: the cache has "
-                        "num_blocks %lld (checked mode)",
-                        static_cast<long long>(column),
-                        static_cast<long long>(page), static_cast<long long>(i),
-                        static_cast<long long>(b), static_cast<long long>(p),
-                        static_cast<long long>(plan.numBlocks));
+      return KVRT_CHECKED_ERROR(
+          "kv_indices[%lld] = %lld (token %lld, request %lld, position %lld) "
+          "is out of range: the cache has num_blocks %lld",
+          static_cast<long long>(column), static_cast<long long>(page),
+          static_cast<long long>(i), static_cast<long long>(b),
+          static_cast<long long>(p), static_cast<long long>(plan.numBlocks));
     int64_t slot = page * plan.blockSize + p % plan.blockSize;
     KVRT_RETURN_IF_ERROR(claimTableSlot(owners, slot, i, b, p));
   }
@@ -243,12 +229,16 @@ static Status checkPageTable(const LaunchPlan &plan, const ReadBytes &read) {
 }
 
 Status checkSlots(const LaunchPlan &plan, const ReadBytes &read) {
-  if (plan.slotMapping >= 0)
+  if (!abi::kernelWrites(plan.kind, Param::KeyCache))
+    return Status();
+  switch (abi::kindTraits(plan.kind).slot) {
+  case abi::KindSlot::Mapping:
     return checkSlotMapping(plan, read);
-  if (plan.blockTable >= 0)
+  case abi::KindSlot::BlockTable:
     return checkBlockTable(plan, read);
-  if (plan.kvIndptr >= 0)
+  case abi::KindSlot::PageTable:
     return checkPageTable(plan, read);
+  }
   return Status();
 }
 

@@ -26,9 +26,6 @@ namespace kvrt::impl {
 using ReadBytes =
     std::function<Status(const TensorView &view, void *out, size_t bytes)>;
 
-/// Whether KVRT_CHECKED=1 asks for checked mode at load.
-bool checkedFromEnvironment();
-
 /// Refuses (INVALID_ARGUMENT) a launch whose slots break the rules above; OK
 /// for kinds that write no cache.
 Status checkSlots(const LaunchPlan &plan, const ReadBytes &read);

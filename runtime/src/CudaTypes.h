@@ -27,14 +27,6 @@ typedef int CUpointer_attribute;
 
 enum : CUresult {
   CUDA_SUCCESS = 0,
-  CUDA_ERROR_INVALID_VALUE = 1,
-  CUDA_ERROR_NOT_INITIALIZED = 3,
-  CUDA_ERROR_DEINITIALIZED = 4,
-  CUDA_ERROR_NO_DEVICE = 100,
-  CUDA_ERROR_INVALID_DEVICE = 101,
-  CUDA_ERROR_INVALID_CONTEXT = 201,
-  CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
-  CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
   CUDA_ERROR_NOT_FOUND = 500,
 };
@@ -49,7 +41,6 @@ enum : CUjit_option {
   CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
-  CU_JIT_LOG_VERBOSE = 12,
 };
 
 enum : CUpointer_attribute {
@@ -63,8 +54,6 @@ enum : CUpointer_attribute {
 enum : unsigned {
   CU_MEMORYTYPE_HOST = 1,
   CU_MEMORYTYPE_DEVICE = 2,
-  CU_MEMORYTYPE_ARRAY = 3,
-  CU_MEMORYTYPE_UNIFIED = 4,
 };
 
 // cuLaunchKernelEx's configuration (CUDA 12.0+), for programmatic dependent

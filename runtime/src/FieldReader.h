@@ -13,6 +13,7 @@
 
 #include "Status.h"
 
+#include "kvgen/ABI/ABI.h"
 #include "kvgen/ABI/BundleSchema.h"
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,11 @@
 #include <cctype>
 #include <string>
 #include <string_view>
+
+/// A refused manifest: KVRT_ERROR_INVALID_BUNDLE, the message after
+/// "bundle: ".
+#define KVRT_BUNDLE_ERROR(...)                                                 \
+  KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: " __VA_ARGS__)
 
 namespace kvrt::impl {
 
@@ -53,6 +59,18 @@ inline std::string describeValue(const json &value) {
   return formatString("a JSON %s", value.type_name());
 }
 
+/// The names of a vocabulary table for a message: "a, b or c".
+template <size_t N> std::string nameList(const char *const (&names)[N]) {
+  std::string list;
+  for (size_t i = 0; i < N; ++i) {
+    if (i > 0)
+      list += i + 1 == N ? " or " : ", ";
+    list += names[i];
+  }
+  return list;
+}
+
+namespace abi = ::kvgen::abi;
 namespace schema = ::kvgen::abi::bundle;
 namespace key = schema::key;
 
@@ -78,12 +96,11 @@ public:
       KVRT_RETURN_IF_ERROR(checkField(f));
     for (auto it = object->begin(); it != object->end(); ++it)
       if (!schema::findField(kind, it.key()))
-        return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                          "bundle: %s has the key %s, which the bundle "
-                          "format does not have (include/kvgen/ABI/"
-                          "Bundle.def)",
-                          path.empty() ? "the manifest" : path.c_str(),
-                          quote(it.key()).c_str());
+        return KVRT_BUNDLE_ERROR("%s has the key %s, which the bundle "
+                                 "format does not have (include/kvgen/ABI/"
+                                 "Bundle.def)",
+                                 path.empty() ? "the manifest" : path.c_str(),
+                                 quote(it.key()).c_str());
     return Status();
   }
 
@@ -102,12 +119,11 @@ public:
         return wrongType(f.key, "an integer");
       if (it->is_number_unsigned() &&
           it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-        return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                          "bundle: %s is out of range", field(f.key).c_str());
+        return KVRT_BUNDLE_ERROR("%s is out of range", field(f.key).c_str());
       if (f.type == schema::Type::Positive && it->get<int64_t>() <= 0)
-        return KVRT_ERROR(
-            KVRT_ERROR_INVALID_BUNDLE, "bundle: %s must be positive, got %lld",
-            field(f.key).c_str(), static_cast<long long>(it->get<int64_t>()));
+        return KVRT_BUNDLE_ERROR("%s must be positive, got %lld",
+                                 field(f.key).c_str(),
+                                 static_cast<long long>(it->get<int64_t>()));
       return Status();
     case schema::Type::Boolean:
       return it->is_boolean() ? Status() : wrongType(f.key, "true or false");
@@ -120,14 +136,15 @@ public:
     return Status();
   }
 
-  /// The values of a checked object; absent keys read as empty, 0, false.
+  /// The values of a checked object; absent keys read as empty, `absent`
+  /// (0 unless given), false.
   std::string getString(const char *key) const {
     auto it = object->find(key);
     return it == object->end() ? std::string() : it->get<std::string>();
   }
-  int64_t getInt(const char *key) const {
+  int64_t getInt(const char *key, int64_t absent = 0) const {
     auto it = object->find(key);
-    return it == object->end() ? 0 : it->get<int64_t>();
+    return it == object->end() ? absent : it->get<int64_t>();
   }
   bool getBool(const char *key) const {
     auto it = object->find(key);
@@ -150,14 +167,36 @@ public:
     return has(key) ? Status() : missing(key);
   }
 
+  /// A Conditional key where its rule does not hold: kvgen never writes one
+  /// there, and a reader that skipped it would hide whatever the writer
+  /// meant.
+  Status refuse(const char *key, const char *rule) const {
+    if (!has(key))
+      return Status();
+    return KVRT_BUNDLE_ERROR("%s is set, but %s", field(key).c_str(), rule);
+  }
+
+  /// A String key naming an entry of a vocabulary table (abi::kLayoutNames,
+  /// ...), read into `out`; `allowed` may narrow the table, and `expected`
+  /// then names what is left.
+  template <typename Enum, size_t N>
+  Status getName(const char *key, const char *const (&names)[N], Enum *out,
+                 bool (*allowed)(Enum) = nullptr,
+                 const char *expected = nullptr) const {
+    std::string text = getString(key);
+    if (abi::parseName(names, text, out) && (!allowed || allowed(*out)))
+      return Status();
+    return KVRT_BUNDLE_ERROR("%s is %s; expected %s", field(key).c_str(),
+                             quote(text).c_str(),
+                             expected ? expected : nameList(names).c_str());
+  }
+
   Status missing(const char *key) const {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is missing (required)", field(key).c_str());
+    return KVRT_BUNDLE_ERROR("%s is missing (required)", field(key).c_str());
   }
 
   Status wrongType(const char *key, const char *what) const {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: %s must be %s",
-                      field(key).c_str(), what);
+    return KVRT_BUNDLE_ERROR("%s must be %s", field(key).c_str(), what);
   }
 
   const json &value() const { return *object; }
@@ -168,17 +207,6 @@ private:
   std::string path;
   schema::Object kind;
 };
-
-/// The names of a vocabulary table for a message: "a, b or c".
-template <size_t N> std::string nameList(const char *const (&names)[N]) {
-  std::string list;
-  for (size_t i = 0; i < N; ++i) {
-    if (i > 0)
-      list += i + 1 == N ? " or " : ", ";
-    list += names[i];
-  }
-  return list;
-}
 
 } // namespace kvrt::impl
 

@@ -1,10 +1,10 @@
 //===- GpuLauncher.cpp - modules per context, and cuLaunchKernel ----------===//
 
 #include "GpuLauncher.h"
-#include "ProgrammaticLaunch.h"
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 namespace kvrt::impl {
 
@@ -107,6 +107,20 @@ struct VerifiedRange {
   int ordinal;
 };
 constexpr int kVerifiedRanges = 16;
+
+/// A function resolved in the caller's current context (the header says
+/// why it may be remembered).
+struct ResolvedFunction {
+  /// The launcher's id; 0: an empty entry.
+  uint64_t launcher = 0;
+  CUcontext context = nullptr;
+  unsigned long long contextId = 0;
+  /// The tensors' device ordinal, checked against the context's device.
+  int ordinal = -1;
+  int kernelIndex = -1;
+  CUfunction function = nullptr;
+};
+constexpr int kResolvedFunctions = 8;
 } // namespace
 
 // Per thread, so that no lock is taken: caches and the allocator's segments
@@ -115,10 +129,17 @@ constexpr int kVerifiedRanges = 16;
 // reused for other memory is not noticed; the check is defense in depth.
 static thread_local VerifiedRange verifiedRanges[kVerifiedRanges];
 static thread_local int nextVerifiedRange;
+static thread_local ResolvedFunction resolvedFunctions[kResolvedFunctions];
+static thread_local int nextResolvedFunction;
 
 void GpuLauncher::forgetVerifiedRanges() {
   for (VerifiedRange &range : verifiedRanges)
     range = VerifiedRange{0, 0, -1};
+}
+
+void GpuLauncher::forgetResolvedFunctions() {
+  for (ResolvedFunction &entry : resolvedFunctions)
+    entry = ResolvedFunction();
 }
 
 Status GpuLauncher::checkPointers(const CudaDriver &driver,
@@ -192,8 +213,8 @@ static std::string jitLog(const char *errorLog, const char *infoLog) {
   return log;
 }
 
-Status GpuLauncher::loadModule(const CudaDriver &driver, CUcontext context,
-                               CUdevice device, CUmodule *out) {
+Status GpuLauncher::loadModule(const CudaDriver &driver, CUdevice device,
+                               CUmodule *out) {
   const Target &target = manifest.target;
   int major = 0, minor = 0;
   KVRT_CUDA_CHECK(
@@ -231,7 +252,6 @@ Status GpuLauncher::loadModule(const CudaDriver &driver, CUcontext context,
     errorLog[sizeof(errorLog) - 1] = infoLog[sizeof(infoLog) - 1] = '\0';
     return result;
   };
-  (void)context;
 
   // A cubin is the chip's own machine code: no JIT, no JIT cache.
   std::string cubinFailure;
@@ -286,7 +306,7 @@ Status GpuLauncher::getFunction(const CudaDriver &driver, CUcontext context,
     loaded.context = context;
     loaded.contextId = contextId;
     loaded.functions.assign(manifest.kernels.size(), nullptr);
-    KVRT_RETURN_IF_ERROR(loadModule(driver, context, device, &loaded.module));
+    KVRT_RETURN_IF_ERROR(loadModule(driver, device, &loaded.module));
     this->driver = &driver;
     modules.push_back(std::move(loaded));
     it = modules.end() - 1;
@@ -345,10 +365,15 @@ Status GpuLauncher::launch(const LaunchPlan &plan, int kernelIndex,
   KVRT_CUDA_CHECK(cu, cuCtxGetCurrent(&current));
   if (current && cu.cuCtxGetId)
     KVRT_CUDA_CHECK(cu, cuCtxGetId(current, &currentId));
-  CUfunction function =
-      current ? FunctionCache::find(id, current, currentId,
-                                    plan.device.device_id, kernelIndex)
-              : nullptr;
+  CUfunction function = nullptr;
+  for (const ResolvedFunction &entry : resolvedFunctions)
+    if (current && entry.launcher == id && entry.context == current &&
+        entry.contextId == currentId &&
+        entry.ordinal == plan.device.device_id &&
+        entry.kernelIndex == kernelIndex) {
+      function = entry.function;
+      break;
+    }
 
   CUcontext context = current;
   CUdevice device = 0;
@@ -363,9 +388,11 @@ Status GpuLauncher::launch(const LaunchPlan &plan, int kernelIndex,
   if (!function) {
     KVRT_RETURN_IF_ERROR(
         getFunction(cu, context, device, kernelIndex, &function));
-    if (!push)
-      FunctionCache::remember({id, context, currentId, plan.device.device_id,
-                               kernelIndex, function});
+    if (!push) {
+      resolvedFunctions[nextResolvedFunction] = {
+          id, context, currentId, plan.device.device_id, kernelIndex, function};
+      nextResolvedFunction = (nextResolvedFunction + 1) % kResolvedFunctions;
+    }
   }
 
   const LaunchDescription &geometry = manifest.kernels[kernelIndex].launch;
@@ -378,20 +405,38 @@ Status GpuLauncher::launch(const LaunchPlan &plan, int kernelIndex,
                       plan.buffers[0].name,
                       static_cast<long long>(plan.numTokens),
                       static_cast<long long>(blocks));
-  if (programmatic)
-    return launchProgrammatic(
-        cu, function,
-        LaunchShape{static_cast<unsigned>(blocks),
-                    static_cast<unsigned>(geometry.threadsX),
-                    static_cast<unsigned>(geometry.tokensPerBlock)},
-        static_cast<CUstream>(stream), params.data());
-  CUresult result = cu.cuLaunchKernel(
-      function, static_cast<unsigned>(blocks), 1, 1,
-      static_cast<unsigned>(geometry.threadsX),
-      static_cast<unsigned>(geometry.tokensPerBlock), 1,
-      /*sharedMemBytes=*/0, static_cast<CUstream>(stream), params.data(),
-      /*extra=*/nullptr);
-  return cu.check(result, "cuLaunchKernel", __FILE__, __LINE__);
+  // A 1-D grid of 2-D blocks: kvgen's launch geometry.
+  unsigned grid = static_cast<unsigned>(blocks);
+  unsigned threadsX = static_cast<unsigned>(geometry.threadsX);
+  unsigned threadsY = static_cast<unsigned>(geometry.tokensPerBlock);
+  CUstream onStream = static_cast<CUstream>(stream);
+  if (!programmatic)
+    return cu.check(cu.cuLaunchKernel(function, grid, 1, 1, threadsX, threadsY,
+                                      1, /*sharedMemBytes=*/0, onStream,
+                                      params.data(), /*extra=*/nullptr),
+                    "cuLaunchKernel", __FILE__, __LINE__);
+  if (!cu.cuLaunchKernelEx)
+    return KVRT_ERROR(KVRT_ERROR_NOT_FOUND,
+                      "programmatic launch needs cuLaunchKernelEx (a CUDA 12 "
+                      "driver), which this driver lacks; turn it off "
+                      "(kvrt_bundle_set_programmatic_launch(bundle, 0), or "
+                      "unset KVRT_PDL)");
+  CUlaunchAttribute attribute;
+  std::memset(&attribute, 0, sizeof(attribute));
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config;
+  std::memset(&config, 0, sizeof(config));
+  config.gridDimX = grid;
+  config.gridDimY = config.gridDimZ = config.blockDimZ = 1;
+  config.blockDimX = threadsX;
+  config.blockDimY = threadsY;
+  config.hStream = onStream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cu.check(cu.cuLaunchKernelEx(&config, function, params.data(),
+                                      /*extra=*/nullptr),
+                  "cuLaunchKernelEx", __FILE__, __LINE__);
 }
 
 } // namespace kvrt::impl

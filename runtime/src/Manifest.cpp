@@ -108,10 +108,9 @@ static Status groupOperations(Manifest *manifest) {
   for (size_t i = 0; i < kernels.size(); ++i) {
     auto [it, inserted] = kernelByName.emplace(kernels[i].name, i);
     if (!inserted)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: kernels[%zu].name '%s' repeats "
-                        "kernels[%zu].name",
-                        i, kernels[i].name.c_str(), it->second);
+      return KVRT_BUNDLE_ERROR("kernels[%zu].name '%s' repeats "
+                               "kernels[%zu].name",
+                               i, kernels[i].name.c_str(), it->second);
   }
   std::unordered_map<std::string, size_t> &operationByName =
       manifest->operationByName;
@@ -119,7 +118,7 @@ static Status groupOperations(Manifest *manifest) {
   for (size_t i = 0; i < kernels.size(); ++i) {
     const KernelDescription &kernel = kernels[i];
     std::string name = kernel.name;
-    if (kernel.kind != KernelKind::SlotMapping)
+    if (touchesCache(kernel.kind))
       name.resize(name.size() -
                   std::string_view(abi::variantSuffix(kernel.variant)).size());
     auto [it, inserted] =
@@ -131,42 +130,41 @@ static Status groupOperations(Manifest *manifest) {
       manifest->operations.push_back(operation);
     }
     Operation &operation = manifest->operations[it->second];
-    int &slot = operation.kernelOf(kernel.variant);
+    int &slot = operation.kernels[static_cast<int>(kernel.variant)];
     // The first kernel of this description, to name in a clash.
     int first = -1;
-    for (int index :
-         {operation.vectorKernel, operation.scalarKernel, operation.wideKernel})
+    for (int index : operation.kernels)
       if (index >= 0 && (first < 0 || index < first))
         first = index;
     if (slot >= 0 || operation.kind != kernel.kind)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: kernels[%zu] ('%s') clashes with kernel '%s' "
-                        "(same description '%s')",
-                        i, kernel.name.c_str(),
-                        kernels[slot >= 0 ? slot : first].name.c_str(),
-                        name.c_str());
+      return KVRT_BUNDLE_ERROR("kernels[%zu] ('%s') clashes with kernel '%s' "
+                               "(same description '%s')",
+                               i, kernel.name.c_str(),
+                               kernels[slot >= 0 ? slot : first].name.c_str(),
+                               name.c_str());
     slot = static_cast<int>(i);
-    if (first >= 0 && kernel.kind != KernelKind::SlotMapping) {
+    if (first >= 0 && touchesCache(kernel.kind)) {
       const KernelDescription &sibling = kernels[first];
       if (!(sibling.cache == kernel.cache) ||
           sibling.sourceDtype != kernel.sourceDtype ||
           sibling.outputDtype != kernel.outputDtype)
-        return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                          "bundle: kernels[%zu] ('%s') and its other variant "
-                          "'%s' describe different caches or source/output "
-                          "dtypes",
-                          i, kernel.name.c_str(), sibling.name.c_str());
+        return KVRT_BUNDLE_ERROR(
+            "kernels[%zu] ('%s') and its other variant "
+            "'%s' describe different caches or source/output "
+            "dtypes",
+            i, kernel.name.c_str(), sibling.name.c_str());
     }
     // One promise check serves the vector and wide variants: they must
     // make the same one.
-    if (operation.vectorKernel >= 0 && operation.wideKernel >= 0) {
-      const KernelDescription &vector = kernels[operation.vectorKernel];
-      const KernelDescription &wide = kernels[operation.wideKernel];
+    int vectorKernel = operation.kernelOf(Variant::Vector);
+    int wideKernel = operation.kernelOf(Variant::Wide);
+    if (vectorKernel >= 0 && wideKernel >= 0) {
+      const KernelDescription &vector = kernels[vectorKernel];
+      const KernelDescription &wide = kernels[wideKernel];
       if (vector.alignment != wide.alignment ||
           vector.vectorElems != wide.vectorElems)
-        return KVRT_ERROR(
-            KVRT_ERROR_INVALID_BUNDLE,
-            "bundle: the wide kernel '%s' promises alignment %lld "
+        return KVRT_BUNDLE_ERROR(
+            "the wide kernel '%s' promises alignment %lld "
             "and vector_elems %lld, the vector kernel '%s' %lld "
             "and %lld; they must agree",
             wide.name.c_str(), static_cast<long long>(wide.alignment),
@@ -180,8 +178,7 @@ static Status groupOperations(Manifest *manifest) {
 
 static Status parseTop(const json &root, Manifest *out) {
   if (!root.is_object())
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: the manifest must be a JSON object");
+    return KVRT_BUNDLE_ERROR("the manifest must be a JSON object");
   FieldReader top(root, "", schema::Object::root);
   // The format and version first: another format's keys are not ours.
   for (const char *name : {key::root::format, key::root::version})
@@ -189,9 +186,8 @@ static Status parseTop(const json &root, Manifest *out) {
         top.checkField(*schema::findField(schema::Object::root, name)));
   std::string format = top.getString(key::root::format);
   if (format != "kvgen-bundle")
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: format is %s; expected 'kvgen-bundle'",
-                      quote(format).c_str());
+    return KVRT_BUNDLE_ERROR("format is %s; expected 'kvgen-bundle'",
+                             quote(format).c_str());
   int64_t version = top.getInt(key::root::version);
   if (version != abi::kBundleVersion)
     return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
@@ -205,14 +201,13 @@ static Status parseTop(const json &root, Manifest *out) {
   out->hasPtx = top.has(key::root::ptx);
   out->ptx = top.getString(key::root::ptx);
   if (out->hasPtx && out->ptx.empty())
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: ptx is empty");
+    return KVRT_BUNDLE_ERROR("ptx is empty");
 
   out->hasCubin = top.has(key::root::cubin_base64);
   if (out->hasCubin &&
       (!decodeBase64(top.getString(key::root::cubin_base64), &out->cubin) ||
        out->cubin.empty()))
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: cubin_base64 is not valid base64");
+    return KVRT_BUNDLE_ERROR("cubin_base64 is not valid base64");
 
   // A host-only bundle (no device code) needs no target.
   if (top.has(key::root::target) || out->hasPtx || out->hasCubin) {
@@ -220,17 +215,15 @@ static Status parseTop(const json &root, Manifest *out) {
     KVRT_RETURN_IF_ERROR(top.getObject(key::root::target, &target));
     out->target.chip = target.getString(key::target::chip);
     if (!parseChip(out->target.chip, &out->target))
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: target.chip is %s; expected sm_<NN> (e.g. "
-                        "sm_90, sm_90a)",
-                        quote(out->target.chip).c_str());
+      return KVRT_BUNDLE_ERROR("target.chip is %s; expected sm_<NN> (e.g. "
+                               "sm_90, sm_90a)",
+                               quote(out->target.chip).c_str());
     out->target.features = target.getString(key::target::features);
   }
 
   const json &kernels = root.at(key::root::kernels);
   if (!kernels.is_array() || kernels.empty())
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: kernels must be a non-empty array");
+    return KVRT_BUNDLE_ERROR("kernels must be a non-empty array");
   out->kernels.resize(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i)
     KVRT_RETURN_IF_ERROR(parseKernel(kernels[i], i, &out->kernels[i]));
@@ -345,13 +338,12 @@ Status parseManifest(const char *data, size_t size, Manifest *out) {
     RepeatedKeyFinder repeated;
     if (!json::sax_parse(data, data + size, &repeated) &&
         !repeated.repeatedKey.empty())
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s has the key %s twice; each key of an "
-                        "object may appear once",
-                        repeated.repeatedObject.empty()
-                            ? "the manifest"
-                            : repeated.repeatedObject.c_str(),
-                        quote(repeated.repeatedKey).c_str());
+      return KVRT_BUNDLE_ERROR("%s has the key %s twice; each key of an "
+                               "object may appear once",
+                               repeated.repeatedObject.empty()
+                                   ? "the manifest"
+                                   : repeated.repeatedObject.c_str(),
+                               quote(repeated.repeatedKey).c_str());
     root = json::parse(data, data + size);
   } catch (const json::parse_error &error) {
     // The parser's reason, without its "[json.exception...] " tag and its
@@ -363,19 +355,16 @@ Status parseManifest(const char *data, size_t size, Manifest *out) {
     if (size_t read = reason.find("; last read:");
         read != std::string_view::npos)
       reason = reason.substr(0, read);
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: not valid JSON: %s; the input before it: %s",
-                      std::string(reason).c_str(),
-                      excerptBefore(data, size, error.byte).c_str());
+    return KVRT_BUNDLE_ERROR("not valid JSON: %s; the input before it: %s",
+                             std::string(reason).c_str(),
+                             excerptBefore(data, size, error.byte).c_str());
   } catch (const json::exception &error) {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: not valid JSON: %s",
-                      error.what());
+    return KVRT_BUNDLE_ERROR("not valid JSON: %s", error.what());
   }
   try {
     return parseTop(root, out);
   } catch (const json::exception &error) {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: not valid JSON: %s",
-                      error.what());
+    return KVRT_BUNDLE_ERROR("not valid JSON: %s", error.what());
   }
 }
 

@@ -41,6 +41,12 @@ using abi::kindName;
 using abi::layoutName;
 using abi::variantName;
 
+/// Whether kernels of `kind` touch a cache, and so have variants, a cache
+/// and rows to describe (abi::kindTraits); slot_mapping's does not.
+inline bool touchesCache(KernelKind kind) {
+  return abi::kindTraits(kind).entry != abi::KindEntry::None;
+}
+
 /// cache.quant: how a quantized cache stores its values.
 struct QuantDescription {
   QuantKind kind = QuantKind::FP8E4M3;
@@ -108,8 +114,8 @@ struct KernelDescription {
   /// variant again (manifest "max_tokens", optional, above min_tokens); 0
   /// for no bound and for the other variants.
   int64_t maxTokens = 0;
-  /// The cache, and the source (append, fused_append) or output (gather)
-  /// dtype: every kind but slot_mapping.
+  /// The cache, and the dtype of the rows moved into it (source) or out of
+  /// it (output): every kind that touches a cache (abi::kindTraits).
   CacheDescription cache;
   DType sourceDtype = DType::BF16;
   DType outputDtype = DType::BF16;
@@ -130,34 +136,26 @@ struct KernelDescription {
   bool programmaticLaunch = false;
 };
 
-/// What a launch names: one description of the bundle. An append-like one has
-/// a vector kernel `<name>`, a scalar kernel `<name>_scalar` and a wide
-/// kernel `<name>_wide`, each optional; a slot_mapping one has its single
-/// kernel as `scalar`.
+/// What a launch names: one description of the bundle. One of a kind that
+/// touches a cache has a vector kernel `<name>`, a scalar kernel
+/// `<name>_scalar` and a wide kernel `<name>_wide`, each optional; one of a
+/// kind that does not (slot_mapping) has its single kernel as `scalar`.
 struct Operation {
   std::string name;
   KernelKind kind = KernelKind::Append;
-  /// Indices into Manifest::kernels; -1 if the bundle lacks that variant.
-  int vectorKernel = -1;
-  int scalarKernel = -1;
-  int wideKernel = -1;
+  /// Indices into Manifest::kernels by Variant; -1 if the bundle lacks that
+  /// variant.
+  int kernels[3] = {-1, -1, -1};
 
-  int &kernelOf(Variant variant) {
-    switch (variant) {
-    case Variant::Vector:
-      return vectorKernel;
-    case Variant::Scalar:
-      return scalarKernel;
-    case Variant::Wide:
-      return wideKernel;
-    }
-    return scalarKernel;
+  int kernelOf(Variant variant) const {
+    return kernels[static_cast<int>(variant)];
   }
   /// The kernel whose alignment promise the launch checks: the vector
   /// variant's, or the wide one's where the bundle has no vector kernel
   /// (both make the same promise; the manifest's load checks it).
   int promiseKernel() const {
-    return vectorKernel >= 0 ? vectorKernel : wideKernel;
+    int vector = kernelOf(Variant::Vector);
+    return vector >= 0 ? vector : kernelOf(Variant::Wide);
   }
 };
 

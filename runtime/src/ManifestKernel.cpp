@@ -33,46 +33,34 @@ static Status parseQuant(const FieldReader &cache, CacheDescription *out) {
   FieldReader quant = cache;
   KVRT_RETURN_IF_ERROR(cache.getObject(key::cache::quant, &quant));
   QuantDescription &q = out->quant;
-  auto unknown = [&](const char *key, const std::string &text,
-                     const std::string &names) {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is %s; expected %s", quant.field(key).c_str(),
-                      quote(text).c_str(), names.c_str());
-  };
-  std::string text = quant.getString(key::quant::kind);
-  if (!abi::parseQuantKind(text, &q.kind))
-    return unknown(key::quant::kind, text, nameList(abi::kQuantKindNames));
-  text = quant.getString(key::quant::granularity);
-  if (!abi::parseGranularity(text, &q.granularity))
-    return unknown(key::quant::granularity, text,
-                   nameList(abi::kGranularityNames));
-  text = quant.getString(key::quant::mode);
-  if (!abi::parseScaleMode(text, &q.mode))
-    return unknown(key::quant::mode, text, nameList(abi::kScaleModeNames));
+  KVRT_RETURN_IF_ERROR(
+      quant.getName(key::quant::kind, abi::kQuantKindNames, &q.kind));
+  KVRT_RETURN_IF_ERROR(quant.getName(key::quant::granularity,
+                                     abi::kGranularityNames, &q.granularity));
+  KVRT_RETURN_IF_ERROR(
+      quant.getName(key::quant::mode, abi::kScaleModeNames, &q.mode));
   q.reciprocal = quant.getBool(key::quant::reciprocal);
 
   // The rules of docs/CONTRACT.md, "Quantization": a bundle that breaks one
   // was not written by a kvgen that keeps them.
   if (out->dtype != storedDType(q.kind))
-    return KVRT_ERROR(
-        KVRT_ERROR_INVALID_BUNDLE, "bundle: %s is %s but %s stores %s",
-        cache.field(key::cache::dtype).c_str(), dtypeName(out->dtype),
-        abi::quantKindName(q.kind), dtypeName(storedDType(q.kind)));
+    return KVRT_BUNDLE_ERROR("%s is %s but %s stores %s",
+                             cache.field(key::cache::dtype).c_str(),
+                             dtypeName(out->dtype), abi::quantKindName(q.kind),
+                             dtypeName(storedDType(q.kind)));
   bool perGroup = q.granularity == ScaleGranularity::PerToken ||
                   q.granularity == ScaleGranularity::PerTokenHead;
   if (q.mode == ScaleMode::Dynamic && !perGroup)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s: dynamic %s scales are not supported; "
-                      "dynamic scales are per_token or per_token_head",
-                      quant.field(key::quant::mode).c_str(),
-                      abi::granularityName(q.granularity));
+    return KVRT_BUNDLE_ERROR("%s: dynamic %s scales are not supported; "
+                             "dynamic scales are per_token or per_token_head",
+                             quant.field(key::quant::mode).c_str(),
+                             abi::granularityName(q.granularity));
   if (q.granularity == ScaleGranularity::PerBlock &&
       !abi::layoutInfo(out->layout).paged())
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s: per_block scales need a paged layout, not "
-                      "%s",
-                      quant.field(key::quant::granularity).c_str(),
-                      layoutName(out->layout));
+    return KVRT_BUNDLE_ERROR("%s: per_block scales need a paged layout, not "
+                             "%s",
+                             quant.field(key::quant::granularity).c_str(),
+                             layoutName(out->layout));
   return Status();
 }
 
@@ -88,66 +76,51 @@ static Status parseKOnly(const FieldReader &cache, CacheDescription *out) {
     out->ropeDim = latent.getInt(key::latent::rope_dim);
     if (!abi::layoutInfo(out->layout).tokenMajor() || out->numKvHeads != 1 ||
         out->kvLoraRank + out->ropeDim != out->headDim)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s: a latent cache is %s with "
-                        "num_kv_heads 1 and head_dim kv_lora_rank + rope_dim "
-                        "(%lld + %lld), got %s, %lld and %lld",
-                        cache.field(key::cache::latent).c_str(),
-                        abi::layoutNamesWhere([](const abi::LayoutInfo &l) {
-                          return l.tokenMajor();
-                        }).c_str(),
-                        static_cast<long long>(out->kvLoraRank),
-                        static_cast<long long>(out->ropeDim),
-                        layoutName(out->layout),
-                        static_cast<long long>(out->numKvHeads),
-                        static_cast<long long>(out->headDim));
+      return KVRT_BUNDLE_ERROR(
+          "%s: a latent cache is %s with "
+          "num_kv_heads 1 and head_dim kv_lora_rank + rope_dim "
+          "(%lld + %lld), got %s, %lld and %lld",
+          cache.field(key::cache::latent).c_str(),
+          abi::layoutNamesWhere([](const abi::LayoutInfo &l) {
+            return l.tokenMajor();
+          }).c_str(),
+          static_cast<long long>(out->kvLoraRank),
+          static_cast<long long>(out->ropeDim), layoutName(out->layout),
+          static_cast<long long>(out->numKvHeads),
+          static_cast<long long>(out->headDim));
   }
   if (!out->hasValue() && abi::layoutInfo(out->layout).stacked())
-    return KVRT_ERROR(
-        KVRT_ERROR_INVALID_BUNDLE, "bundle: %s: a K-only cache cannot be %s",
-        cache.field(key::cache::layout).c_str(), layoutName(out->layout));
+    return KVRT_BUNDLE_ERROR("%s: a K-only cache cannot be %s",
+                             cache.field(key::cache::layout).c_str(),
+                             layoutName(out->layout));
   return Status();
-}
-
-/// A Conditional key where its rule does not hold: kvgen never writes one
-/// there, and a reader that skipped it would hide whatever the writer meant.
-static Status notHere(const FieldReader &reader, const char *key,
-                      const char *rule) {
-  if (!reader.has(key))
-    return Status();
-  return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: %s is set, but %s",
-                    reader.field(key).c_str(), rule);
 }
 
 static Status parseCache(const FieldReader &kernel, CacheDescription *out) {
   FieldReader cache = kernel;
   KVRT_RETURN_IF_ERROR(kernel.getObject(key::kernel::cache, &cache));
 
-  std::string layout = cache.getString(key::cache::layout);
-  if (!abi::parseLayout(layout, &out->layout))
-    return KVRT_ERROR(
-        KVRT_ERROR_INVALID_BUNDLE, "bundle: %s is %s; expected %s",
-        cache.field(key::cache::layout).c_str(), quote(layout).c_str(),
-        nameList(abi::kLayoutNames).c_str());
+  KVRT_RETURN_IF_ERROR(
+      cache.getName(key::cache::layout, abi::kLayoutNames, &out->layout));
 
   // Any block size: a power of two only lets the kernel use a shift.
   const abi::LayoutInfo &info = abi::layoutInfo(out->layout);
   const char *blockKey =
       info.paged() ? key::cache::block_size : key::cache::max_seq_len;
   KVRT_RETURN_IF_ERROR(cache.require(blockKey));
-  KVRT_RETURN_IF_ERROR(notHere(
-      cache, info.paged() ? key::cache::max_seq_len : key::cache::block_size,
+  KVRT_RETURN_IF_ERROR(cache.refuse(
+      info.paged() ? key::cache::max_seq_len : key::cache::block_size,
       info.paged() ? "a paged layout has block_size"
                    : "this layout has max_seq_len"));
   out->blockSize = cache.getInt(blockKey);
   out->numKvHeads = cache.getInt(key::cache::num_kv_heads);
   out->headDim = cache.getInt(key::cache::head_dim);
   auto pastLimit = [&](const char *key, int64_t value, int64_t limit) {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is %lld, past the limit of %lld (%s, "
-                      "docs/CONTRACT.md)",
-                      cache.field(key).c_str(), static_cast<long long>(value),
-                      static_cast<long long>(limit), key);
+    return KVRT_BUNDLE_ERROR("%s is %lld, past the limit of %lld (%s, "
+                             "docs/CONTRACT.md)",
+                             cache.field(key).c_str(),
+                             static_cast<long long>(value),
+                             static_cast<long long>(limit), key);
   };
   if (out->blockSize > limits::kMaxBlockSize)
     return pastLimit(blockKey, out->blockSize, limits::kMaxBlockSize);
@@ -158,33 +131,28 @@ static Status parseCache(const FieldReader &kernel, CacheDescription *out) {
                      limits::kMaxKvHeads);
   // Cannot overflow: both factors are bounded above.
   if (out->numKvHeads * out->headDim > limits::kMaxElementsPerToken)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s: num_kv_heads * head_dim is %lld, past the "
-                      "limit of %lld elements per token (docs/CONTRACT.md)",
-                      kernel.field(key::kernel::cache).c_str(),
-                      static_cast<long long>(out->numKvHeads * out->headDim),
-                      static_cast<long long>(limits::kMaxElementsPerToken));
+    return KVRT_BUNDLE_ERROR(
+        "%s: num_kv_heads * head_dim is %lld, past the "
+        "limit of %lld elements per token (docs/CONTRACT.md)",
+        kernel.field(key::kernel::cache).c_str(),
+        static_cast<long long>(out->numKvHeads * out->headDim),
+        static_cast<long long>(limits::kMaxElementsPerToken));
 
-  std::string dtype = cache.getString(key::cache::dtype);
-  if (!abi::parseDType(dtype, &out->dtype) || out->dtype == DType::I32 ||
-      out->dtype == DType::I64)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is %s; expected f32, f16, bf16, f8e4m3, "
-                      "f8e5m2 or i8",
-                      cache.field(key::cache::dtype).c_str(),
-                      quote(dtype).c_str());
+  KVRT_RETURN_IF_ERROR(cache.getName(
+      key::cache::dtype, abi::kDTypeNames, &out->dtype,
+      +[](DType t) { return t != DType::I32 && t != DType::I64; },
+      "f32, f16, bf16, f8e4m3, f8e5m2 or i8"));
 
   out->x = 0;
   if (info.hasX()) {
     KVRT_RETURN_IF_ERROR(cache.require(key::cache::x));
     out->x = cache.getInt(key::cache::x);
     if (out->headDim % out->x != 0)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s must divide head_dim",
-                        cache.field(key::cache::x).c_str());
+      return KVRT_BUNDLE_ERROR("%s must divide head_dim",
+                               cache.field(key::cache::x).c_str());
   } else {
     KVRT_RETURN_IF_ERROR(
-        notHere(cache, key::cache::x, "only a layout with an X axis has x"));
+        cache.refuse(key::cache::x, "only a layout with an X axis has x"));
   }
 
   KVRT_RETURN_IF_ERROR(parseKOnly(cache, out));
@@ -197,8 +165,7 @@ static Status parseParams(const FieldReader &kernel, KernelKind kind,
   std::string path = kernel.field(key::kernel::params);
   const json &object = kernel.value().at(key::kernel::params);
   if (!object.is_array())
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s must be an array of strings", path.c_str());
+    return KVRT_BUNDLE_ERROR("%s must be an array of strings", path.c_str());
   // The list kvrt packs: exactly the ABI's, in its order.
   const char *expected[abi::maxParams()];
   size_t count = 0;
@@ -209,28 +176,24 @@ static Status parseParams(const FieldReader &kernel, KernelKind kind,
   for (size_t i = 0; i < common; ++i) {
     const json &entry = object[i];
     if (!entry.is_string())
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s[%zu] must be a string", path.c_str(), i);
+      return KVRT_BUNDLE_ERROR("%s[%zu] must be a string", path.c_str(), i);
     const std::string &name = entry.get_ref<const std::string &>();
     if (name != expected[i])
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s[%zu] is %s but kvrt packs '%s' there "
-                        "for kind %s",
-                        path.c_str(), i, quote(name).c_str(), expected[i],
-                        kindName(kind));
+      return KVRT_BUNDLE_ERROR("%s[%zu] is %s but kvrt packs '%s' there "
+                               "for kind %s",
+                               path.c_str(), i, quote(name).c_str(),
+                               expected[i], kindName(kind));
   }
   if (object.size() < count)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s has %zu entries but kvrt packs %zu for kind "
-                      "%s (first missing: '%s')",
-                      path.c_str(), object.size(), count, kindName(kind),
-                      expected[object.size()]);
+    return KVRT_BUNDLE_ERROR("%s has %zu entries but kvrt packs %zu for kind "
+                             "%s (first missing: '%s')",
+                             path.c_str(), object.size(), count, kindName(kind),
+                             expected[object.size()]);
   if (object.size() > count)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s has %zu entries but kvrt packs %zu for kind "
-                      "%s (first extra: %s)",
-                      path.c_str(), object.size(), count, kindName(kind),
-                      describeValue(object[count]).c_str());
+    return KVRT_BUNDLE_ERROR("%s has %zu entries but kvrt packs %zu for kind "
+                             "%s (first extra: %s)",
+                             path.c_str(), object.size(), count, kindName(kind),
+                             describeValue(object[count]).c_str());
   return Status();
 }
 
@@ -244,7 +207,7 @@ static std::string manifestJson(const KernelDescription &kernel) {
                 {k::variant, variantName(kernel.variant)}};
   if (!kernel.description.empty())
     entry[k::description] = kernel.description;
-  if (kernel.kind != KernelKind::SlotMapping) {
+  if (touchesCache(kernel.kind)) {
     namespace c = key::cache;
     const CacheDescription &cache = kernel.cache;
     bool paged = abi::layoutInfo(cache.layout).paged();
@@ -268,7 +231,7 @@ static std::string manifestJson(const KernelDescription &kernel) {
       object[c::latent] = {{key::latent::kv_lora_rank, cache.kvLoraRank},
                            {key::latent::rope_dim, cache.ropeDim}};
     entry[k::cache] = object;
-    if (kernel.kind == KernelKind::Gather)
+    if (abi::kindTraits(kernel.kind).rows == abi::KindRows::OutOf)
       entry[k::output_dtype] = dtypeName(kernel.outputDtype);
     else
       entry[k::source_dtype] = dtypeName(kernel.sourceDtype);
@@ -300,106 +263,94 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
   namespace k = key::kernel;
   std::string path = formatString("kernels[%zu]", index);
   if (!object.is_object())
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: %s must be an object",
-                      path.c_str());
+    return KVRT_BUNDLE_ERROR("%s must be an object", path.c_str());
   FieldReader kernel(object, path, schema::Object::kernel);
   KVRT_RETURN_IF_ERROR(
       kernel.checkField(*schema::findField(schema::Object::kernel, k::name)));
   out->name = kernel.getString(k::name);
   if (!isIdentifier(out->name))
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is %s; a kernel name must be a PTX "
-                      "identifier",
-                      kernel.field(k::name).c_str(), quote(out->name).c_str());
+    return KVRT_BUNDLE_ERROR("%s is %s; a kernel name must be a PTX "
+                             "identifier",
+                             kernel.field(k::name).c_str(),
+                             quote(out->name).c_str());
   // From here on name the kernel too: "kernels[2] ('kv_append')".
   path = formatString("kernels[%zu] (%s)", index, quote(out->name).c_str());
   kernel = FieldReader(object, path, schema::Object::kernel);
   KVRT_RETURN_IF_ERROR(kernel.check());
 
   out->description = kernel.getString(k::description);
-  std::string kind = kernel.getString(k::kind);
-  if (!abi::parseKind(kind, &out->kind))
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is %s; expected %s",
-                      kernel.field(k::kind).c_str(), quote(kind).c_str(),
-                      nameList(abi::kKindNames).c_str());
-  bool appendLike = out->kind != KernelKind::SlotMapping;
+  KVRT_RETURN_IF_ERROR(kernel.getName(k::kind, abi::kKindNames, &out->kind));
+  // A kind that touches no cache has one scalar kernel and no cache, rows or
+  // promise to check.
+  abi::KindTraits traits = abi::kindTraits(out->kind);
 
   std::string variant = kernel.getString(k::variant);
-  if (!appendLike) {
-    // The slot_mapping kernel has no vector form and no promise to check.
+  if (!touchesCache(out->kind)) {
     if (!variant.empty() && variant != "scalar")
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s is %s; a slot_mapping kernel is scalar",
-                        kernel.field(k::variant).c_str(),
-                        quote(variant).c_str());
+      return KVRT_BUNDLE_ERROR("%s is %s; a %s kernel is scalar",
+                               kernel.field(k::variant).c_str(),
+                               quote(variant).c_str(), kindName(out->kind));
     out->variant = Variant::Scalar;
-  } else if (Status status = kernel.require(k::variant); !status.ok()) {
-    return status;
-  } else if (!abi::parseVariant(variant, &out->variant)) {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is %s; expected vector, scalar or wide",
-                      kernel.field(k::variant).c_str(), quote(variant).c_str());
-  } else if (const char *suffix = abi::variantSuffix(out->variant);
-             *suffix && !endsWith(out->name, suffix)) {
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s is a %s variant, so its name must end in "
-                      "'%s' (<description>%s)",
-                      kernel.field(k::name).c_str(), variant.c_str(), suffix,
-                      suffix);
+  } else {
+    KVRT_RETURN_IF_ERROR(kernel.require(k::variant));
+    KVRT_RETURN_IF_ERROR(
+        kernel.getName(k::variant, abi::kVariantNames, &out->variant));
+    if (const char *suffix = abi::variantSuffix(out->variant);
+        *suffix && !endsWith(out->name, suffix))
+      return KVRT_BUNDLE_ERROR("%s is a %s variant, so its name must end in "
+                               "'%s' (<description>%s)",
+                               kernel.field(k::name).c_str(), variant.c_str(),
+                               suffix, suffix);
   }
   // The wide variant's token threshold: kvrt picks it over the vector
   // variant from that many tokens on; and its optional upper bound, from
   // which AUTO goes back to the vector variant. A bound at or below the
   // threshold would leave the wide kernel no launch at all: a broken
   // bundle, not a choice.
-  bool wide = out->variant == Variant::Wide;
-  if (!wide) {
-    KVRT_RETURN_IF_ERROR(notHere(kernel, k::min_tokens,
-                                 "only a wide variant has a token threshold"));
-    KVRT_RETURN_IF_ERROR(notHere(kernel, k::max_tokens,
-                                 "only a wide variant has a token bound"));
+  if (out->variant != Variant::Wide) {
+    KVRT_RETURN_IF_ERROR(kernel.refuse(
+        k::min_tokens, "only a wide variant has a token threshold"));
+    KVRT_RETURN_IF_ERROR(
+        kernel.refuse(k::max_tokens, "only a wide variant has a token bound"));
   } else {
     KVRT_RETURN_IF_ERROR(kernel.require(k::min_tokens));
     out->minTokens = kernel.getInt(k::min_tokens);
     out->maxTokens = kernel.getInt(k::max_tokens);
     if (kernel.has(k::max_tokens) && out->maxTokens <= out->minTokens)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s is %lld, not above min_tokens (%lld): "
-                        "the wide variant would never be picked",
-                        kernel.field(k::max_tokens).c_str(),
-                        static_cast<long long>(out->maxTokens),
-                        static_cast<long long>(out->minTokens));
+      return KVRT_BUNDLE_ERROR("%s is %lld, not above min_tokens (%lld): "
+                               "the wide variant would never be picked",
+                               kernel.field(k::max_tokens).c_str(),
+                               static_cast<long long>(out->maxTokens),
+                               static_cast<long long>(out->minTokens));
   }
 
-  if (appendLike) {
+  if (touchesCache(out->kind)) {
     KVRT_RETURN_IF_ERROR(parseCache(kernel, &out->cache));
 
-    // An append reads source_dtype rows; a gather writes output_dtype rows.
-    bool gather = out->kind == KernelKind::Gather;
-    const char *rowsKey = gather ? k::output_dtype : k::source_dtype;
-    KVRT_RETURN_IF_ERROR(notHere(kernel,
-                                 gather ? k::source_dtype : k::output_dtype,
-                                 gather ? "a gather has output_dtype"
-                                        : "only a gather has output_dtype"));
-    DType &rows = gather ? out->outputDtype : out->sourceDtype;
+    // Rows into the cache are source_dtype; rows out of it, output_dtype.
+    bool outOf = traits.rows == abi::KindRows::OutOf;
+    const char *rowsKey = outOf ? k::output_dtype : k::source_dtype;
+    KVRT_RETURN_IF_ERROR(
+        kernel.refuse(outOf ? k::source_dtype : k::output_dtype,
+                      outOf ? "a gather has output_dtype"
+                            : "only a gather has output_dtype"));
+    DType &rows = outOf ? out->outputDtype : out->sourceDtype;
     KVRT_RETURN_IF_ERROR(kernel.require(rowsKey));
-    std::string text = kernel.getString(rowsKey);
-    if (!abi::parseDType(text, &rows) ||
-        !(rows == DType::F32 || rows == DType::F16 || rows == DType::BF16))
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s is %s; expected f32, f16 or bf16",
-                        kernel.field(rowsKey).c_str(), quote(text).c_str());
+    KVRT_RETURN_IF_ERROR(kernel.getName(
+        rowsKey, abi::kDTypeNames, &rows,
+        +[](DType t) {
+          return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+        },
+        "f32, f16 or bf16"));
     // The contract refuses this cast (range one way, precision the other);
     // a kernel that claims it was not made by a kvgen that keeps it.
     DType cacheType = out->cache.dtype;
     if ((rows == DType::F16 && cacheType == DType::BF16) ||
         (rows == DType::BF16 && cacheType == DType::F16))
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s is %s but the cache dtype is %s; the "
-                        "kernel contract refuses f16 <-> bf16",
-                        kernel.field(rowsKey).c_str(), dtypeName(rows),
-                        dtypeName(cacheType));
+      return KVRT_BUNDLE_ERROR("%s is %s but the cache dtype is %s; the "
+                               "kernel contract refuses f16 <-> bf16",
+                               kernel.field(rowsKey).c_str(), dtypeName(rows),
+                               dtypeName(cacheType));
   }
 
   bool isVector = abi::hasVectorPromise(out->variant);
@@ -407,32 +358,29 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
     KVRT_RETURN_IF_ERROR(kernel.require(k::alignment));
     KVRT_RETURN_IF_ERROR(kernel.require(k::vector_elems));
   }
-  out->alignment = kernel.has(k::alignment) ? kernel.getInt(k::alignment) : 1;
-  out->vectorElems =
-      kernel.has(k::vector_elems) ? kernel.getInt(k::vector_elems) : 1;
+  out->alignment = kernel.getInt(k::alignment, 1);
+  out->vectorElems = kernel.getInt(k::vector_elems, 1);
   out->vectorBytes = kernel.getInt(k::vector_bytes);
   if (!isPowerOfTwo(out->alignment))
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s must be a power of two",
-                      kernel.field(k::alignment).c_str());
+    return KVRT_BUNDLE_ERROR("%s must be a power of two",
+                             kernel.field(k::alignment).c_str());
   if (isVector) {
     // A vector never straddles two heads (or two x-groups).
     bool hasX = abi::layoutInfo(out->cache.layout).hasX();
     int64_t group = hasX ? out->cache.x : out->cache.headDim;
     if (group % out->vectorElems != 0)
-      return KVRT_ERROR(
-          KVRT_ERROR_INVALID_BUNDLE, "bundle: %s (%lld) must divide %s (%lld)",
-          kernel.field(k::vector_elems).c_str(),
-          static_cast<long long>(out->vectorElems),
-          hasX ? "cache.x" : "cache.head_dim", static_cast<long long>(group));
+      return KVRT_BUNDLE_ERROR("%s (%lld) must divide %s (%lld)",
+                               kernel.field(k::vector_elems).c_str(),
+                               static_cast<long long>(out->vectorElems),
+                               hasX ? "cache.x" : "cache.head_dim",
+                               static_cast<long long>(group));
     // Nor the two parts of a latent entry.
     if (out->cache.latent && out->cache.kvLoraRank % out->vectorElems != 0)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                        "bundle: %s (%lld) must divide "
-                        "cache.latent.kv_lora_rank (%lld)",
-                        kernel.field(k::vector_elems).c_str(),
-                        static_cast<long long>(out->vectorElems),
-                        static_cast<long long>(out->cache.kvLoraRank));
+      return KVRT_BUNDLE_ERROR("%s (%lld) must divide "
+                               "cache.latent.kv_lora_rank (%lld)",
+                               kernel.field(k::vector_elems).c_str(),
+                               static_cast<long long>(out->vectorElems),
+                               static_cast<long long>(out->cache.kvLoraRank));
   }
 
   FieldReader launch = kernel;
@@ -440,32 +388,29 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
   LaunchDescription &geometry = out->launch;
   geometry.threadsX = launch.getInt(key::launch::threads_x);
   geometry.tokensPerBlock = launch.getInt(key::launch::tokens_per_block);
-  if (appendLike)
+  if (touchesCache(out->kind))
     KVRT_RETURN_IF_ERROR(launch.require(key::launch::chunks_per_token));
   geometry.chunksPerToken = launch.getInt(key::launch::chunks_per_token);
   // CUDA's limit on threads per block; a launch past it always fails.
   constexpr int64_t kThreads = limits::kMaxThreadsPerBlock;
   if (geometry.threadsX > kThreads || geometry.tokensPerBlock > kThreads ||
       geometry.threadsX * geometry.tokensPerBlock > kThreads)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE,
-                      "bundle: %s: threads_x (%lld) * tokens_per_block (%lld) "
-                      "exceeds 1024 threads per block",
-                      kernel.field(k::launch).c_str(),
-                      static_cast<long long>(geometry.threadsX),
-                      static_cast<long long>(geometry.tokensPerBlock));
+    return KVRT_BUNDLE_ERROR("%s: threads_x (%lld) * tokens_per_block (%lld) "
+                             "exceeds 1024 threads per block",
+                             kernel.field(k::launch).c_str(),
+                             static_cast<long long>(geometry.threadsX),
+                             static_cast<long long>(geometry.tokensPerBlock));
 
   out->programmaticLaunch = kernel.getBool(k::programmatic_launch);
 
-  // mla_append and mla_fused_append write latent caches and nothing else
-  // writes them.
-  bool writesLatent = out->kind == KernelKind::MlaAppend ||
-                      out->kind == KernelKind::MlaFusedAppend;
-  if (appendLike && out->kind != KernelKind::Gather &&
-      writesLatent != out->cache.latent)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_BUNDLE, "bundle: %s: kind %s %s",
-                      kernel.field(k::kind).c_str(), kindName(out->kind),
-                      out->cache.latent ? "cannot write a latent cache"
-                                        : "needs a latent cache");
+  // A kind whose entry is latent writes latent caches, and no other kind
+  // that writes rows into a cache does.
+  if (traits.rows == abi::KindRows::Into &&
+      (traits.entry == abi::KindEntry::Latent) != out->cache.latent)
+    return KVRT_BUNDLE_ERROR("%s: kind %s %s", kernel.field(k::kind).c_str(),
+                             kindName(out->kind),
+                             out->cache.latent ? "cannot write a latent cache"
+                                               : "needs a latent cache");
   KVRT_RETURN_IF_ERROR(parseParams(kernel, out->kind, out->cache.quantization(),
                                    !out->cache.hasValue()));
   out->manifestJson = manifestJson(*out);

@@ -85,12 +85,9 @@ static Status checkFitsAbi(const abi::ParamInfo &param, int64_t scalar,
                     view->name, unit, static_cast<long long>(span), unit);
 }
 
-/// Copies the values into `plan` in the kind's ABI order and records where
-/// checked mode and the vector promise find their tensors.
 Status packInAbiOrder(const KernelDescription &kernel,
                       const ParamValues &values, LaunchPlan *plan) {
-  int indexOf[kNumParamIds];
-  std::fill(std::begin(indexOf), std::end(indexOf), -1);
+  std::fill(std::begin(plan->bufferOf), std::end(plan->bufferOf), -1);
   const char *unset = nullptr;
   const ParamList &list = paramList(kernel.kind, kernel.cache.quantization(),
                                     !kernel.cache.hasValue());
@@ -109,7 +106,7 @@ Status packInAbiOrder(const KernelDescription &kernel,
       unset = param.name;
       break;
     }
-    indexOf[id] = plan->numBuffers;
+    plan->bufferOf[id] = plan->numBuffers;
     plan->bufferParams[plan->numBuffers] = param.id;
     plan->buffers[plan->numBuffers++] = *values.views[id];
   }
@@ -117,20 +114,7 @@ Status packInAbiOrder(const KernelDescription &kernel,
     return KVRT_ERROR(KVRT_ERROR_INTERNAL,
                       "kvrt has no value for the parameter '%s' of kind %s",
                       unset, kindName(kernel.kind));
-  auto at = [&](Param param) { return indexOf[static_cast<int>(param)]; };
   plan->kind = kernel.kind;
-  // Checked mode reads the slots, or what they are computed from, of the
-  // kinds that write a cache.
-  if (abi::kernelWrites(kernel.kind, Param::KeyCache)) {
-    plan->slotMapping = at(Param::SlotMapping);
-    plan->blockTable = at(Param::BlockTable);
-    plan->queryStartLoc = at(Param::QueryStartLoc);
-    plan->contextLens = at(Param::ContextLens);
-    plan->batchIndices = at(Param::BatchIndices);
-    plan->positions = at(Param::Positions);
-    plan->kvIndices = at(Param::KvIndices);
-    plan->kvIndptr = at(Param::KvIndptr);
-  }
   // The vector variant moves the rows, then the cache entries, 16 bytes at
   // a time; a V cache side whose head_dim elements are not adjacent is
   // written element by element.

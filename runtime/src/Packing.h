@@ -46,7 +46,7 @@ struct ParamValues {
 };
 
 /// Copies the values into `plan` in the kind's ABI order and records where
-/// checked mode and the vector promise find their tensors.
+/// each parameter's buffer is and which the vector promise covers.
 Status packInAbiOrder(const KernelDescription &kernel,
                       const ParamValues &values, LaunchPlan *plan);
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <iterator>
 
 namespace kvrt::impl {
 
@@ -98,25 +97,10 @@ struct Rebase {
   bool written[kMaxBuffers];
   /// Bytes from data + byte_offset to one past the last element; 0 for an
   /// empty tensor.
-  uint64_t reach[LaunchKey::kMaxTensors];
+  uint64_t reach[LaunchKey::kMaxTensors] = {};
   size_t elementBytes[LaunchKey::kMaxTensors];
-  bool used[LaunchKey::kMaxTensors];
+  bool used[LaunchKey::kMaxTensors] = {};
 };
-
-/// Bytes a validated tensor addresses from its first element (checkTensor's
-/// extent, in bytes).
-uint64_t reachOf(const DLTensor &tensor, size_t elementBytes) {
-  int64_t last = 0, compact = 1;
-  for (int i = tensor.ndim - 1; i >= 0; --i) {
-    int64_t extent = tensor.shape[i];
-    if (extent == 0)
-      return 0;
-    int64_t stride = tensor.strides ? tensor.strides[i] : compact;
-    compact *= extent;
-    last += (extent - 1) * stride;
-  }
-  return static_cast<uint64_t>(last + 1) * elementBytes;
-}
 
 /// The rebase of `plan`, planned from the arguments of `key`.
 Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
@@ -127,7 +111,6 @@ Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
     for (int b = a + 1; b < key.numTensors(); ++b)
       if (key.tensor(a) && key.tensor(a) == key.tensor(b))
         return rebase;
-  std::fill(std::begin(rebase.used), std::end(rebase.used), false);
   for (int i = 0; i < plan.numBuffers; ++i) {
     const TensorView &view = plan.buffers[i];
     int a = 0;
@@ -141,7 +124,10 @@ Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
     rebase.written[i] = abi::kernelWrites(plan.kind, plan.bufferParams[i]);
     rebase.used[a] = true;
     rebase.elementBytes[a] = view.elementBytes;
-    rebase.reach[a] = reachOf(*view.tensor, view.elementBytes);
+    // A tensor's views (the K and V of a stacked cache) reach its end.
+    if (view.extent > 0)
+      rebase.reach[a] = std::max<uint64_t>(
+          rebase.reach[a], rebase.offset[i] + view.extent * view.elementBytes);
   }
   rebase.usable = true;
   return rebase;

@@ -69,8 +69,8 @@ public:
   /// Equal but for the tensors' data and byte_offset.
   bool sameShapes(const LaunchKey &other) const;
 
-  /// The most tensors a launch's arguments hold (paged_kv_append's 12).
-  static constexpr int kMaxTensors = 12;
+  /// The most tensors a launch's arguments hold.
+  static constexpr int kMaxTensors = kMaxArgsTensors;
   /// The argument tensors added, in order (NULL ones included), and the
   /// data and byte_offset of each (0 for NULL).
   int numTensors() const { return tensorCount; }

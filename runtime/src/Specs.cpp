@@ -7,86 +7,66 @@
 
 #include "Validation.h"
 
+#include <algorithm>
+
 namespace kvrt::impl {
 
-//===----------------------------------------------------------------------===//
-// Specs per role
-//===----------------------------------------------------------------------===//
+using abi::Param;
 
-static const char *const kCacheInnerRule =
-    "the innermost dimension of a cache must have stride 1";
-static const char *const kIndexInnerRule =
-    "must be 1: kvrt passes index tensors as contiguous buffers";
+/// Each dimension's name and extent (-1 where the launch binds it).
+using Dims = std::initializer_list<std::pair<const char *, int64_t>>;
 
-/// K/V rows: an append's input (source_dtype) or a gather's output
-/// (output_dtype).
-static TensorSpec rowsSpec(const char *name, const KernelDescription &kernel,
-                           DType dtype) {
+/// A spec named after its parameter; `kernel` is the description that fixes
+/// its dtype and shape, NULL where the ABI fixes them.
+static TensorSpec makeSpec(Param param, DType dtype, const char *kernel,
+                           const char *shapeText, Dims dims) {
   TensorSpec spec;
-  spec.name = name;
+  spec.name = abi::paramName(param);
   spec.dtype = dtype;
-  spec.kernel = kernel.name.c_str();
-  spec.rank = 3;
-  spec.shapeText = "[num_tokens, num_kv_heads, head_dim]";
-  spec.dimNames[0] = "num_tokens";
-  spec.dimNames[1] = "num_kv_heads";
-  spec.dimNames[2] = "head_dim";
-  spec.dims[1] = kernel.cache.numKvHeads;
-  spec.dims[2] = kernel.cache.headDim;
-  return spec;
-}
-
-static TensorSpec indexSpec(const char *name, DType dtype,
-                            const char *shapeText,
-                            std::initializer_list<const char *> dimNames) {
-  TensorSpec spec;
-  spec.name = name;
-  spec.dtype = dtype;
+  spec.kernel = kernel;
   spec.shapeText = shapeText;
-  spec.innerStrideRule = kIndexInnerRule;
-  for (const char *dimName : dimNames)
-    spec.dimNames[spec.rank++] = dimName;
+  for (const auto &[dimName, extent] : dims) {
+    spec.dimNames[spec.rank] = dimName;
+    spec.dims[spec.rank++] = extent;
+  }
   return spec;
 }
 
 namespace {
-/// Built once per process.
+/// The index tensors' specs, built once per process from the ABI: a
+/// dimension per KVGEN_ABI_EXTENT of the tensor, named by its count.
 struct AbiIndexSpecs : OperationSpecs {
+  /// Per parameter: the shape text, then the dimensions' names.
+  std::string texts[kNumParamIds][1 + kMaxRank];
+
   AbiIndexSpecs() {
-    using abi::Param;
-    OperationSpecs &s = *this;
-    s[Param::SlotMapping] = indexSpec("slot_mapping", DType::I64,
-                                      "[num_tokens] (int64)", {"num_tokens"});
-    s[Param::BlockTable] = indexSpec("block_table", DType::I32,
-                                     "[num_reqs, max_blocks_per_req] (int32)",
-                                     {"num_reqs", "max_blocks_per_req"});
-    s[Param::BlockTable].innerStrideRule =
-        "a block table row must be contiguous (inner stride 1)";
-    s[Param::QueryStartLoc] =
-        indexSpec("query_start_loc", DType::I32, "[num_reqs + 1] (int32)",
-                  {"num_reqs + 1"});
-    s[Param::ContextLens] = indexSpec("context_lens", DType::I32,
-                                      "[num_reqs] (int32)", {"num_reqs"});
-    s[Param::BatchIndices] = indexSpec("batch_indices", DType::I32,
-                                       "[num_tokens] (int32)", {"num_tokens"});
-    s[Param::Positions] = indexSpec("positions", DType::I32,
-                                    "[num_tokens] (int32)", {"num_tokens"});
-    s[Param::KvIndices] = indexSpec("kv_indices", DType::I32,
-                                    "[num_indices] (int32)", {"num_indices"});
-    s[Param::KvIndptr] =
-        indexSpec("kv_indptr", DType::I32, "[batch_size + 1] (int32)",
-                  {"batch_size + 1"});
+    for (const abi::ParamInfo &param : abi::kParams) {
+      bool i64 = param.element == abi::ParamElement::I64;
+      if (!i64 && param.element != abi::ParamElement::I32)
+        continue;
+      TensorSpec &spec = (*this)[param.id];
+      std::string *text = texts[static_cast<int>(param.id)];
+      spec = makeSpec(param.id, i64 ? DType::I64 : DType::I32, nullptr, "", {});
+      for (const ExtentRule &rule : kExtents)
+        if (rule.buffer == param.id) {
+          text[1 + rule.dim] = countName(rule.count, rule.bias);
+          spec.rank = std::max(spec.rank, rule.dim + 1);
+        }
+      text[0] = "[";
+      for (int i = 0; i < spec.rank; ++i) {
+        spec.dimNames[i] = text[1 + i].c_str();
+        text[0] += (i ? ", " : "") + text[1 + i];
+      }
+      text[0] += i64 ? "] (int64)" : "] (int32)";
+      spec.shapeText = text[0].c_str();
+      spec.innerStrideRule =
+          param.id == Param::BlockTable
+              ? "a block table row must be contiguous (inner stride 1)"
+              : "must be 1: kvrt passes index tensors as contiguous buffers";
+    }
   }
 };
-} // namespace
 
-/// The index tensors' specs, fixed by the ABI.
-static const OperationSpecs &indexSpecs() {
-  static const AbiIndexSpecs specs;
-  return specs;
-}
-
-namespace {
 /// The shape texts of every layout's caches and scale caches, built once
 /// from the axes: "[num_blocks, block_size, num_kv_heads, head_dim]
 /// (<layout>)"; a layout whose sides differ says "key cache" or "value
@@ -126,156 +106,123 @@ const ShapeTexts &shapeTexts() {
 }
 } // namespace
 
-static const char *cacheShapeText(Layout layout, bool isValue) {
-  return shapeTexts().cache[static_cast<size_t>(layout)][isValue].c_str();
-}
-
-static TensorSpec cacheSpec(const char *name, const KernelDescription &kernel,
-                            bool isValue) {
+static TensorSpec cacheSpec(Param param, const KernelDescription &kernel) {
   const CacheDescription &cache = kernel.cache;
+  bool isValue = param == Param::ValueCache;
   TensorSpec spec;
-  spec.name = name;
-  spec.dtype = cache.dtype;
-  spec.kernel = kernel.name.c_str();
-  spec.innerStrideRule = kCacheInnerRule;
-  spec.injective = true;
-  auto set = [&](const char *text,
-                 std::initializer_list<std::pair<const char *, int64_t>> dims) {
-    spec.shapeText = text;
-    spec.rank = 0;
-    for (const auto &[dimName, extent] : dims) {
-      spec.dimNames[spec.rank] = dimName;
-      spec.dims[spec.rank] = extent;
-      ++spec.rank;
-    }
-  };
   if (cache.latent) {
     // vLLM's MLA cache: the one head is not a dimension.
-    set("[num_blocks, block_size, kv_lora_rank + rope_dim] (latent)",
-        {{"num_blocks", -1},
-         {"block_size", cache.blockSize},
-         {"kv_lora_rank + rope_dim", cache.headDim}});
-    return spec;
+    spec = makeSpec(param, cache.dtype, kernel.name.c_str(),
+                    "[num_blocks, block_size, kv_lora_rank + rope_dim] "
+                    "(latent)",
+                    {{"num_blocks", -1},
+                     {"block_size", cache.blockSize},
+                     {"kv_lora_rank + rope_dim", cache.headDim}});
+  } else {
+    const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
+    const abi::CacheAxes &axes = layout.axes(isValue);
+    spec = makeSpec(
+        param, cache.dtype, kernel.name.c_str(),
+        shapeTexts().cache[static_cast<size_t>(cache.layout)][isValue].c_str(),
+        {});
+    for (int i = 0; i < axes.rank; ++i) {
+      spec.dimNames[i] = abi::axisName(axes[i], layout.paged());
+      spec.dims[i] = abi::axisExtent(axes[i], -1, cache.numKvHeads,
+                                     cache.blockSize, cache.headDim, cache.x);
+    }
+    spec.rank = axes.rank;
   }
-  const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
-  const abi::CacheAxes &axes = layout.axes(isValue);
-  spec.shapeText = cacheShapeText(cache.layout, isValue);
-  spec.rank = axes.rank;
-  for (int i = 0; i < axes.rank; ++i) {
-    spec.dimNames[i] = abi::axisName(axes[i], layout.paged());
-    spec.dims[i] = abi::axisExtent(axes[i], -1, cache.numKvHeads,
-                                   cache.blockSize, cache.headDim, cache.x);
-  }
+  spec.innerStrideRule =
+      "the innermost dimension of a cache must have stride 1";
+  spec.injective = true;
   return spec;
 }
 
 /// A static scale of the description's granularity (docs/CONTRACT.md,
-/// "Quantization"): fp32, compact; num_tokens and num_blocks are bound by
+/// "Quantization"), or a dynamic scale cache: one scale per slot (and head),
+/// beside the cache. fp32, compact; num_tokens and num_blocks are bound by
 /// the launch.
-static TensorSpec scaleSpec(const char *name, const KernelDescription &kernel) {
-  TensorSpec spec;
-  spec.name = name;
-  spec.dtype = DType::F32;
-  spec.kernel = kernel.name.c_str();
-  spec.compact = true;
-  int64_t heads = kernel.cache.numKvHeads;
-  auto set = [&](const char *text,
-                 std::initializer_list<std::pair<const char *, int64_t>> dims) {
-    spec.shapeText = text;
-    for (const auto &[dimName, extent] : dims) {
-      spec.dimNames[spec.rank] = dimName;
-      spec.dims[spec.rank++] = extent;
-    }
-  };
-  switch (kernel.cache.quant.granularity) {
-  case ScaleGranularity::PerTensor:
-    set("[1] (f32, per_tensor)", {{"1", 1}});
-    break;
-  case ScaleGranularity::PerHead:
-    set("[num_kv_heads] (f32, per_head)", {{"num_kv_heads", heads}});
-    break;
-  case ScaleGranularity::PerToken:
-    set("[num_tokens] (f32, per_token)", {{"num_tokens", -1}});
-    break;
-  case ScaleGranularity::PerTokenHead:
-    set("[num_tokens, num_kv_heads] (f32, per_token_head)",
-        {{"num_tokens", -1}, {"num_kv_heads", heads}});
-    break;
-  case ScaleGranularity::PerBlock:
-    set("[num_blocks, num_kv_heads] (f32, per_block)",
-        {{"num_blocks", -1}, {"num_kv_heads", heads}});
-    break;
-  }
-  return spec;
-}
-
-/// A dynamic scale cache: one scale per slot (and head), beside the cache.
-static TensorSpec scaleCacheSpec(const char *name,
-                                 const KernelDescription &kernel) {
-  TensorSpec spec;
-  spec.name = name;
-  spec.dtype = DType::F32;
-  spec.kernel = kernel.name.c_str();
-  spec.compact = true;
+static TensorSpec scaleSpec(Param param, const KernelDescription &kernel) {
   const CacheDescription &cache = kernel.cache;
-  const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
-  bool perHead = cache.quant.granularity == ScaleGranularity::PerTokenHead;
-  spec.dimNames[0] = layout.blocksName();
-  spec.dims[0] = -1;
-  spec.dimNames[1] = layout.tokensName();
-  spec.dims[1] = cache.blockSize;
-  spec.rank = 2;
-  if (perHead) {
-    spec.dimNames[2] = "num_kv_heads";
-    spec.dims[2] = cache.numKvHeads;
-    spec.rank = 3;
+  int64_t heads = cache.numKvHeads;
+  auto scale = [&](const char *shapeText, Dims dims) {
+    TensorSpec spec =
+        makeSpec(param, DType::F32, kernel.name.c_str(), shapeText, dims);
+    spec.compact = true;
+    return spec;
+  };
+  if (param == Param::KeyScaleCache || param == Param::ValueScaleCache) {
+    const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
+    bool perHead = cache.quant.granularity == ScaleGranularity::PerTokenHead;
+    TensorSpec spec =
+        scale(shapeTexts()
+                  .scaleCache[static_cast<size_t>(cache.layout)][perHead]
+                  .c_str(),
+              {{layout.blocksName(), -1},
+               {layout.tokensName(), cache.blockSize},
+               {"num_kv_heads", heads}});
+    spec.rank = perHead ? 3 : 2;
+    return spec;
   }
-  spec.shapeText = shapeTexts()
-                       .scaleCache[static_cast<size_t>(cache.layout)][perHead]
-                       .c_str();
-  return spec;
-}
-
-/// One part of a latent entry: [num_tokens, size] of source_dtype.
-static TensorSpec partSpec(const char *name, const KernelDescription &kernel,
-                           const char *sizeName, int64_t size,
-                           const char *shapeText) {
-  TensorSpec spec;
-  spec.name = name;
-  spec.dtype = kernel.sourceDtype;
-  spec.kernel = kernel.name.c_str();
-  spec.rank = 2;
-  spec.shapeText = shapeText;
-  spec.dimNames[0] = "num_tokens";
-  spec.dimNames[1] = sizeName;
-  spec.dims[1] = size;
-  return spec;
+  switch (cache.quant.granularity) {
+  case ScaleGranularity::PerTensor:
+    return scale("[1] (f32, per_tensor)", {{"1", 1}});
+  case ScaleGranularity::PerHead:
+    return scale("[num_kv_heads] (f32, per_head)", {{"num_kv_heads", heads}});
+  case ScaleGranularity::PerToken:
+    return scale("[num_tokens] (f32, per_token)", {{"num_tokens", -1}});
+  case ScaleGranularity::PerTokenHead:
+    return scale("[num_tokens, num_kv_heads] (f32, per_token_head)",
+                 {{"num_tokens", -1}, {"num_kv_heads", heads}});
+  case ScaleGranularity::PerBlock:
+    return scale("[num_blocks, num_kv_heads] (f32, per_block)",
+                 {{"num_blocks", -1}, {"num_kv_heads", heads}});
+  }
+  return TensorSpec();
 }
 
 OperationSpecs makeSpecs(const KernelDescription &kernel) {
-  using abi::Param;
-  OperationSpecs specs = indexSpecs();
-  if (kernel.kind == KernelKind::SlotMapping)
+  static const AbiIndexSpecs indexSpecs;
+  OperationSpecs specs = indexSpecs;
+  if (!touchesCache(kernel.kind))
     return specs;
-  specs[Param::Key] = rowsSpec("key", kernel, kernel.sourceDtype);
-  specs[Param::Value] = rowsSpec("value", kernel, kernel.sourceDtype);
-  specs[Param::KeyOut] = rowsSpec("key_out", kernel, kernel.outputDtype);
-  specs[Param::ValueOut] = rowsSpec("value_out", kernel, kernel.outputDtype);
-  specs[Param::KeyCache] = cacheSpec("key_cache", kernel, /*isValue=*/false);
-  if (kernel.cache.latent) {
-    specs[Param::KvC] =
-        partSpec("kv_c", kernel, "kv_lora_rank", kernel.cache.kvLoraRank,
-                 "[num_tokens, kv_lora_rank]");
-    specs[Param::KPe] =
-        partSpec("k_pe", kernel, "rope_dim", kernel.cache.ropeDim,
-                 "[num_tokens, rope_dim]");
-  }
-  specs[Param::ValueCache] = cacheSpec("value_cache", kernel, /*isValue=*/true);
-  if (kernel.cache.quantized) {
-    specs[Param::KeyScale] = scaleSpec("key_scale", kernel);
-    specs[Param::ValueScale] = scaleSpec("value_scale", kernel);
-    specs[Param::KeyScaleCache] = scaleCacheSpec("key_scale_cache", kernel);
-    specs[Param::ValueScaleCache] = scaleCacheSpec("value_scale_cache", kernel);
+  const CacheDescription &cache = kernel.cache;
+  const char *k = kernel.name.c_str();
+  // The rows, caches and scales, by what their elements are.
+  for (const abi::ParamInfo &param : abi::kParams) {
+    TensorSpec &spec = specs[param.id];
+    bool kvC = param.id == Param::KvC;
+    switch (param.element) {
+    case abi::ParamElement::Source:
+    case abi::ParamElement::Output: {
+      DType rows = param.element == abi::ParamElement::Source
+                       ? kernel.sourceDtype
+                       : kernel.outputDtype;
+      if (kvC || param.id == Param::KPe) // one part of a latent entry
+        spec = makeSpec(param.id, rows, k,
+                        kvC ? "[num_tokens, kv_lora_rank]"
+                            : "[num_tokens, rope_dim]",
+                        {{"num_tokens", -1},
+                         {kvC ? "kv_lora_rank" : "rope_dim",
+                          kvC ? cache.kvLoraRank : cache.ropeDim}});
+      else
+        spec =
+            makeSpec(param.id, rows, k, "[num_tokens, num_kv_heads, head_dim]",
+                     {{"num_tokens", -1},
+                      {"num_kv_heads", cache.numKvHeads},
+                      {"head_dim", cache.headDim}});
+      break;
+    }
+    case abi::ParamElement::Cache:
+      spec = cacheSpec(param.id, kernel);
+      break;
+    case abi::ParamElement::F32:
+      if (cache.quantized)
+        spec = scaleSpec(param.id, kernel);
+      break;
+    default:
+      break; // the index tensors, fixed by the ABI; scalars
+    }
   }
   return specs;
 }

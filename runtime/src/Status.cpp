@@ -136,28 +136,21 @@ kvrt_status publishNoThrow(kvrt_status code, const char *message) noexcept {
 
 const char *statusName(int code) {
   switch (code) {
-  case KVRT_SUCCESS:
-    return "KVRT_SUCCESS";
-  case KVRT_ERROR_INVALID_ARGUMENT:
-    return "KVRT_ERROR_INVALID_ARGUMENT";
-  case KVRT_ERROR_INVALID_BUNDLE:
-    return "KVRT_ERROR_INVALID_BUNDLE";
-  case KVRT_ERROR_NOT_FOUND:
-    return "KVRT_ERROR_NOT_FOUND";
-  case KVRT_ERROR_NO_DRIVER:
-    return "KVRT_ERROR_NO_DRIVER";
-  case KVRT_ERROR_NO_DEVICE:
-    return "KVRT_ERROR_NO_DEVICE";
-  case KVRT_ERROR_UNSUPPORTED_DEVICE:
-    return "KVRT_ERROR_UNSUPPORTED_DEVICE";
-  case KVRT_ERROR_DRIVER:
-    return "KVRT_ERROR_DRIVER";
-  case KVRT_ERROR_IO:
-    return "KVRT_ERROR_IO";
-  case KVRT_ERROR_INTERNAL:
-    return "KVRT_ERROR_INTERNAL";
-  case KVRT_ERROR_OUT_OF_MEMORY:
-    return "KVRT_ERROR_OUT_OF_MEMORY";
+#define KVRT_STATUS_NAME(Code)                                                 \
+  case Code:                                                                   \
+    return #Code;
+    KVRT_STATUS_NAME(KVRT_SUCCESS)
+    KVRT_STATUS_NAME(KVRT_ERROR_INVALID_ARGUMENT)
+    KVRT_STATUS_NAME(KVRT_ERROR_INVALID_BUNDLE)
+    KVRT_STATUS_NAME(KVRT_ERROR_NOT_FOUND)
+    KVRT_STATUS_NAME(KVRT_ERROR_NO_DRIVER)
+    KVRT_STATUS_NAME(KVRT_ERROR_NO_DEVICE)
+    KVRT_STATUS_NAME(KVRT_ERROR_UNSUPPORTED_DEVICE)
+    KVRT_STATUS_NAME(KVRT_ERROR_DRIVER)
+    KVRT_STATUS_NAME(KVRT_ERROR_IO)
+    KVRT_STATUS_NAME(KVRT_ERROR_INTERNAL)
+    KVRT_STATUS_NAME(KVRT_ERROR_OUT_OF_MEMORY)
+#undef KVRT_STATUS_NAME
   }
   return "KVRT_ERROR_UNKNOWN";
 }

@@ -122,20 +122,15 @@ static bool isInjective(int rank, const int64_t *shape,
   return true;
 }
 
-/// The refusal for a dimension whose extent the description fixes.
-static Status wrongExtent(const TensorSpec &spec, int i, int64_t extent) {
+/// What a spec expects, for a message: "the kernel 'k' was generated for
+/// <what>" where the description fixes it, "must be <what>" where the ABI
+/// does.
+static std::string expectation(const TensorSpec &spec,
+                               const std::string &what) {
   if (spec.kernel)
-    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                      "%s: shape[%d] (%s) is %lld but the kernel '%s' was "
-                      "generated for %lld; expected %s",
-                      spec.name, i, spec.dimNames[i],
-                      static_cast<long long>(extent), spec.kernel,
-                      static_cast<long long>(spec.dims[i]), spec.shapeText);
-  return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                    "%s: shape[%d] (%s) is %lld but must be %lld; expected %s",
-                    spec.name, i, spec.dimNames[i],
-                    static_cast<long long>(extent),
-                    static_cast<long long>(spec.dims[i]), spec.shapeText);
+    return formatString("the kernel '%s' was generated for %s", spec.kernel,
+                        what.c_str());
+  return "must be " + what;
 }
 
 Status checkTensor(const DLTensor *tensor, const TensorSpec &spec,
@@ -163,17 +158,10 @@ Status checkTensor(const DLTensor *tensor, const TensorSpec &spec,
                       "(lanes == 1)",
                       name, describeDType(tensor->dtype).c_str(),
                       tensor->dtype.lanes);
-  if (!matchesDType(tensor->dtype, spec.dtype)) {
-    if (spec.kernel)
-      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
-                        "%s: dtype is %s but the kernel '%s' was generated for "
-                        "%s",
-                        name, describeDType(tensor->dtype).c_str(), spec.kernel,
-                        dtypeName(spec.dtype));
-    return KVRT_ERROR(
-        KVRT_ERROR_INVALID_ARGUMENT, "%s: dtype is %s but must be %s", name,
-        describeDType(tensor->dtype).c_str(), dtypeName(spec.dtype));
-  }
+  if (!matchesDType(tensor->dtype, spec.dtype))
+    return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "%s: dtype is %s but %s",
+                      name, describeDType(tensor->dtype).c_str(),
+                      expectation(spec, dtypeName(spec.dtype)).c_str());
 
   if (tensor->ndim != spec.rank)
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
@@ -198,7 +186,13 @@ Status checkTensor(const DLTensor *tensor, const TensorSpec &spec,
                         "%s: shape[%d] (%s) is negative (%lld)", name, i,
                         spec.dimNames[i], static_cast<long long>(extent));
     if (spec.dims[i] >= 0 && extent != spec.dims[i])
-      return wrongExtent(spec, i, extent);
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "%s: shape[%d] (%s) is %lld but %s; "
+                        "expected %s",
+                        name, i, spec.dimNames[i],
+                        static_cast<long long>(extent),
+                        expectation(spec, std::to_string(spec.dims[i])).c_str(),
+                        spec.shapeText);
     int64_t stride = compact;
     if (tensor->strides) {
       stride = tensor->strides[i];
@@ -356,8 +350,6 @@ static bool interleaveDisjointly(const TensorView &a, const TensorView &b) {
   return spanA <= r && r + spanB <= periodA;
 }
 
-/// A written tensor must not share bytes with any other tensor of the launch:
-/// the kernel would read what it just wrote, or two caches would interleave.
 Status checkDisjoint(const TensorView &written, const TensorView &other) {
   if (written.extent == 0 || other.extent == 0)
     return Status();
@@ -375,9 +367,6 @@ Status checkDisjoint(const TensorView &written, const TensorView &other) {
                     reinterpret_cast<void *>(other.end()));
 }
 
-/// The K (index 0) or V (index 1) view of a stacked cache: dimension 1 (the
-/// Side axis, second in every stacked layout: abi::isWellFormed) dropped,
-/// the first element moved to the V half.
 void stackedView(const TensorView &stacked, int index, const char *name,
                  TensorView *view) {
   *view = stacked;

@@ -75,7 +75,8 @@ Status checkSameExtent(const TensorView &reference, int referenceDim,
                        const TensorView &view, int dim, const char *dimName,
                        int64_t adjust = 0);
 
-/// A tensor the kernel writes shares no byte with `other`.
+/// A tensor the kernel writes shares no byte with `other`: the kernel would
+/// read what it just wrote, or two caches would interleave.
 Status checkDisjoint(const TensorView &written, const TensorView &other);
 
 /// "cuda:0", "cpu:0".
@@ -83,8 +84,9 @@ std::string describeDevice(DLDevice device);
 /// "bf16", "f16", "u8", or "code 7, 16 bits" for what kvrt does not name.
 std::string describeDType(DLDataType dtype);
 
-/// The K (index 0) or V (index 1) view of a stacked cache (a Side axis,
-/// Layouts.def) [num_blocks, 2, ...]: dimension 1 dropped.
+/// The K (index 0) or V (index 1) view of a stacked cache [num_blocks, 2,
+/// ...]: dimension 1 (the Side axis, second in every stacked layout:
+/// abi::isWellFormed) dropped, the first element moved to the V half.
 void stackedView(const TensorView &stacked, int index, const char *name,
                  TensorView *view);
 

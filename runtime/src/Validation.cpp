@@ -22,18 +22,6 @@ using abi::ParamElement;
 
 namespace {
 
-struct ExtentRule {
-  Param buffer;
-  int dim;
-  Param count;
-  int bias;
-};
-constexpr ExtentRule kExtents[] = {
-#define KVGEN_ABI_EXTENT(Id, Dim, Count, Bias)                                 \
-  {Param::Id, Dim, Param::Count, Bias},
-#include "kvgen/ABI/Params.def"
-};
-
 /// A dimension of a buffer; Block..Dim through a cache's layout.
 enum class Axis { Axis0, Axis1, Axis2, Block, Head, Pos, Dim };
 struct StrideRule {
@@ -93,23 +81,23 @@ struct WholeTensors {
 /// The tensors of a launch's caches and scales, as checkCaches and
 /// checkScales found them.
 struct CacheViews {
-  TensorView key, value;
-  /// What was passed, for the range checks: the stacked tensor once for a
-  /// stacked layout, else the two caches.
-  TensorView stacked;
-  const TensorView *whole[2];
-  int numWhole = 0;
+  /// A stacked cache is checked whole, then seen as its K and V views.
+  TensorView key, value, stacked;
   /// key_scale, value_scale or the two scale caches, by the description.
   TensorView scales[2];
-  int numScales = 0;
 };
+
+/// The scale parameters: static K and V, then dynamic K and V.
+constexpr Param kScales[4] = {Param::KeyScale, Param::ValueScale,
+                              Param::KeyScaleCache, Param::ValueScaleCache};
 
 } // namespace
 
 const KernelDescription &describingKernel(const Manifest &manifest,
                                           const Operation &operation) {
-  int index = operation.promiseKernel() >= 0 ? operation.promiseKernel()
-                                             : operation.scalarKernel;
+  int index = operation.promiseKernel() >= 0
+                  ? operation.promiseKernel()
+                  : operation.kernelOf(Variant::Scalar);
   return manifest.kernels[index];
 }
 
@@ -126,11 +114,18 @@ static Status refuseValue(const char *name, const KernelDescription &kernel) {
                     kernel.cache.latent ? "latent (MLA)" : "K-only");
 }
 
+/// The caches by the layout: a stacked one whole and as its K and V views,
+/// a K-only one without V, else K and V on one device, of one block count,
+/// and disjoint where the kind writes them.
 static Status checkCaches(const KernelDescription &kernel,
-                          const OperationSpecs &specs, const DLTensor *keyCache,
-                          const DLTensor *valueCache, CacheViews *out) {
+                          const OperationSpecs &specs,
+                          const DLTensor *const given[kNumParamIds],
+                          CacheViews *out, ParamValues *values,
+                          WholeTensors *whole) {
   const CacheDescription &cache = kernel.cache;
   const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
+  const DLTensor *keyCache = given[static_cast<int>(Param::KeyCache)];
+  const DLTensor *valueCache = given[static_cast<int>(Param::ValueCache)];
   if (layout.stacked()) {
     if (valueCache)
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
@@ -142,21 +137,19 @@ static Status checkCaches(const KernelDescription &kernel,
         checkTensor(keyCache, specs[Param::KeyCache], &out->stacked));
     stackedView(out->stacked, 0, "key_cache[:, 0]", &out->key);
     stackedView(out->stacked, 1, "key_cache[:, 1]", &out->value);
-    out->whole[0] = &out->stacked;
-    out->numWhole = 1;
+    values->set(Param::KeyCache, out->key);
+    values->set(Param::ValueCache, out->value);
+    whole->add(out->stacked, Param::KeyCache);
     return Status();
   }
-  if (!cache.hasValue()) {
-    if (valueCache)
-      return refuseValue("value_cache", kernel);
-    KVRT_RETURN_IF_ERROR(
-        checkTensor(keyCache, specs[Param::KeyCache], &out->key));
-    out->whole[0] = &out->key;
-    out->numWhole = 1;
-    return Status();
-  }
+  if (!cache.hasValue() && valueCache)
+    return refuseValue("value_cache", kernel);
   KVRT_RETURN_IF_ERROR(
       checkTensor(keyCache, specs[Param::KeyCache], &out->key));
+  values->set(Param::KeyCache, out->key);
+  whole->add(out->key, Param::KeyCache);
+  if (!cache.hasValue())
+    return Status();
   KVRT_RETURN_IF_ERROR(
       checkTensor(valueCache, specs[Param::ValueCache], &out->value));
   KVRT_RETURN_IF_ERROR(checkSameDevice(out->key, out->value));
@@ -165,9 +158,8 @@ static Status checkCaches(const KernelDescription &kernel,
   // Two caches a kernel only reads (a gather's) may share bytes.
   if (abi::kernelWrites(kernel.kind, Param::KeyCache))
     KVRT_RETURN_IF_ERROR(checkDisjoint(out->key, out->value));
-  out->whole[0] = &out->key;
-  out->whole[1] = &out->value;
-  out->numWhole = 2;
+  values->set(Param::ValueCache, out->value);
+  whole->add(out->value, Param::ValueCache);
   return Status();
 }
 
@@ -182,51 +174,46 @@ static std::string describeQuant(const CacheDescription &cache) {
 /// (NULL refused), the others must be NULL. `rows` binds num_tokens.
 static Status checkScales(const KernelDescription &kernel,
                           const OperationSpecs &specs,
-                          const DLTensor *const given[4],
+                          const DLTensor *const given[kNumParamIds],
                           const TensorView &rows, CacheViews *caches,
-                          ParamValues *values) {
-  static const char *const kNames[4] = {"key_scale", "value_scale",
-                                        "key_scale_cache", "value_scale_cache"};
+                          ParamValues *values, WholeTensors *whole) {
   const CacheDescription &cache = kernel.cache;
   Quantization quantization = cache.quantization();
   int first = quantization == Quantization::Dynamic ? 2 : 0;
   bool withValue = cache.hasValue();
+  auto name = [](int i) { return abi::paramName(kScales[i]); };
+  auto givenAt = [&](int i) { return given[static_cast<int>(kScales[i])]; };
   for (int i = 0; i < 4; ++i) {
     bool taken = quantization != Quantization::None && i / 2 == first / 2;
-    if (!withValue && i % 2 == 1 && given[i])
-      return refuseValue(kNames[i], kernel);
-    if (taken || !given[i])
+    if (!withValue && i % 2 == 1 && givenAt(i))
+      return refuseValue(name(i), kernel);
+    if (taken || !givenAt(i))
       continue;
     if (quantization == Quantization::None)
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                         "%s: must be NULL: the kernel '%s' is not quantized",
-                        kNames[i], kernel.name.c_str());
+                        name(i), kernel.name.c_str());
     return KVRT_ERROR(
         KVRT_ERROR_INVALID_ARGUMENT,
-        "%s: must be NULL: the kernel '%s' (%s) takes %s%s%s", kNames[i],
-        kernel.name.c_str(), describeQuant(cache).c_str(), kNames[first],
-        withValue ? " and " : "", withValue ? kNames[first + 1] : "");
+        "%s: must be NULL: the kernel '%s' (%s) takes %s%s%s", name(i),
+        kernel.name.c_str(), describeQuant(cache).c_str(), name(first),
+        withValue ? " and " : "", withValue ? name(first + 1) : "");
   }
   if (quantization == Quantization::None)
     return Status();
 
-  const TensorSpec *scaleSpecs[4] = {
-      &specs[Param::KeyScale], &specs[Param::ValueScale],
-      &specs[Param::KeyScaleCache], &specs[Param::ValueScaleCache]};
-  const Param params[4] = {Param::KeyScale, Param::ValueScale,
-                           Param::KeyScaleCache, Param::ValueScaleCache};
   const TensorView &cacheView = caches->key;
-  int sides = withValue ? 2 : 1;
-  for (int k = 0; k < sides; ++k) {
-    int i = first + k;
-    if (!given[i])
+  for (int k = 0; k < (withValue ? 2 : 1); ++k) {
+    Param param = kScales[first + k];
+    const TensorSpec &spec = specs[param];
+    if (!givenAt(first + k))
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                         "%s: tensor is NULL but the kernel '%s' is quantized "
                         "(%s) and takes it: %s",
-                        kNames[i], kernel.name.c_str(),
-                        describeQuant(cache).c_str(), scaleSpecs[i]->shapeText);
+                        spec.name, kernel.name.c_str(),
+                        describeQuant(cache).c_str(), spec.shapeText);
     TensorView &view = caches->scales[k];
-    KVRT_RETURN_IF_ERROR(checkTensor(given[i], *scaleSpecs[i], &view));
+    KVRT_RETURN_IF_ERROR(checkTensor(givenAt(first + k), spec, &view));
     if (view.tensor->device.device_type !=
             cacheView.tensor->device.device_type ||
         view.tensor->device.device_id != cacheView.tensor->device.device_id)
@@ -235,7 +222,7 @@ static Status checkScales(const KernelDescription &kernel,
                         "the cache's device",
                         view.name, describeDevice(view.tensor->device).c_str(),
                         describeDevice(cacheView.tensor->device).c_str());
-    if (i >= 2) {
+    if (first == 2) {
       // One scale per slot: the scale cache has the cache's blocks.
       KVRT_RETURN_IF_ERROR(checkSameExtent(
           cacheView, 0, view, 0, abi::layoutInfo(cache.layout).blocksName()));
@@ -246,9 +233,9 @@ static Status checkScales(const KernelDescription &kernel,
       KVRT_RETURN_IF_ERROR(
           checkSameExtent(cacheView, 0, view, 0, "num_blocks"));
     }
-    values->set(params[i], view);
+    values->set(param, view);
+    whole->add(view, param);
   }
-  caches->numScales = sides;
   return Status();
 }
 
@@ -283,8 +270,7 @@ static int64_t strideAlong(const CacheDescription &cache, Param buffer,
   }
 }
 
-/// The name of a count in messages: "num_reqs + 1" for a bias of 1.
-static std::string countName(Param count, int bias) {
+std::string countName(Param count, int bias) {
   const char *name = abi::paramName(count);
   return bias ? formatString("%s + %d", name, bias) : std::string(name);
 }
@@ -319,13 +305,8 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
     if (param.element == ParamElement::F32 || param.id == Param::ValueCache)
       continue; // checkScales, checkCaches
     if (param.id == Param::KeyCache) {
-      KVRT_RETURN_IF_ERROR(checkCaches(kernel, specs, givenAt(Param::KeyCache),
-                                       givenAt(Param::ValueCache), &caches));
-      values.set(Param::KeyCache, caches.key);
-      if (withValue)
-        values.set(Param::ValueCache, caches.value);
-      for (int c = 0; c < caches.numWhole; ++c)
-        whole.add(*caches.whole[c], c ? Param::ValueCache : Param::KeyCache);
+      KVRT_RETURN_IF_ERROR(
+          checkCaches(kernel, specs, given, &caches, &values, &whole));
       continue;
     }
     TensorView &view = views[static_cast<int>(param.id)];
@@ -376,19 +357,10 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
   }
 
   // The scales the description takes; per-token ones bound by num_tokens.
-  if (kindTakes(kind, Param::KeyScale)) {
-    const DLTensor *scales[4] = {
-        givenAt(Param::KeyScale), givenAt(Param::ValueScale),
-        givenAt(Param::KeyScaleCache), givenAt(Param::ValueScaleCache)};
-    const TensorView *rows = binder[static_cast<int>(Param::NumTokens)];
-    KVRT_RETURN_IF_ERROR(
-        checkScales(kernel, specs, scales, *rows, &caches, &values));
-    bool dynamic = cache.quantization() == Quantization::Dynamic;
-    for (int k = 0; k < caches.numScales; ++k)
-      whole.add(caches.scales[k],
-                dynamic ? (k ? Param::ValueScaleCache : Param::KeyScaleCache)
-                        : (k ? Param::ValueScale : Param::KeyScale));
-  }
+  if (kindTakes(kind, Param::KeyScale))
+    KVRT_RETURN_IF_ERROR(checkScales(
+        kernel, specs, given, *binder[static_cast<int>(Param::NumTokens)],
+        &caches, &values, &whole));
 
   // What the kind writes must not share bytes with anything else.
   for (int w = 0; w < whole.count; ++w)

@@ -47,6 +47,23 @@ struct OperationSpecs {
 
 OperationSpecs makeSpecs(const KernelDescription &kernel);
 
+/// KVGEN_ABI_EXTENT: dimension `dim` of `buffer` is the count `count` plus
+/// `bias`.
+struct ExtentRule {
+  abi::Param buffer;
+  int dim;
+  abi::Param count;
+  int bias;
+};
+inline constexpr ExtentRule kExtents[] = {
+#define KVGEN_ABI_EXTENT(Id, Dim, Count, Bias)                                 \
+  {abi::Param::Id, Dim, abi::Param::Count, Bias},
+#include "kvgen/ABI/Params.def"
+};
+
+/// The name of a count in messages: "num_reqs + 1" for a bias of 1.
+std::string countName(abi::Param count, int bias);
+
 /// A launch that passed every check: the buffers in ABI order, the i32
 /// scalars in ABI order, and the tensors the vector promise covers.
 struct LaunchPlan {
@@ -54,35 +71,25 @@ struct LaunchPlan {
   const Operation *operation = nullptr;
   DLDevice device = {kDLCPU, 0};
   int64_t numTokens = 0;
-  /// What checked mode reads (indices into `buffers`, -1 where the kind has
-  /// no such tensor), and the cache's slots: num_blocks * block_size.
-  int slotMapping = -1;
-  int blockTable = -1;
-  int queryStartLoc = -1;
-  int contextLens = -1;
-  int batchIndices = -1;
-  int positions = -1;
-  int kvIndices = -1;
-  int kvIndptr = -1;
+  /// The cache's slots, which checked mode reads: num_blocks * block_size.
   int64_t numBlocks = 0;
   int64_t blockSize = 0;
   TensorView buffers[kMaxBuffers];
-  /// The parameter each buffer is passed as.
+  /// The parameter each buffer is passed as, and the buffer of each
+  /// parameter (-1 where the kind has none).
   abi::Param bufferParams[kMaxBuffers];
   int numBuffers = 0;
+  int bufferOf[kNumParamIds];
+
+  const TensorView &buffer(abi::Param param) const {
+    return buffers[bufferOf[static_cast<int>(param)]];
+  }
   int32_t scalars[kMaxScalars];
   int numScalars = 0;
   /// Indices into `buffers` of the tensors the vector variant reads or
   /// writes 16 bytes at a time.
-  int promised[4];
+  int promised[kMaxBuffers];
   int numPromised = 0;
-};
-
-/// The first tensor, and its rule, that breaks the vector promise.
-struct PromiseBreach {
-  const TensorView *view = nullptr;
-  enum Rule { Alignment, InnerStride, OuterStride } rule = Alignment;
-  int dim = 0;
 };
 
 /// The description (cache, dtypes) shared by the variants of `operation`.
@@ -99,15 +106,6 @@ const KernelDescription &describingKernel(const Manifest &manifest,
 Status planLaunch(const Manifest &manifest, const Operation &operation,
                   const OperationSpecs &specs,
                   const DLTensor *const given[kNumParamIds], LaunchPlan *plan);
-
-/// Whether every promised tensor meets `vector`'s promise; the first breach
-/// otherwise. Allocates nothing: AUTO falls back without a message.
-bool checkVectorPromise(const LaunchPlan &plan, const KernelDescription &vector,
-                        PromiseBreach *breach);
-
-/// The refusal for a forced VECTOR launch that breaks the promise.
-Status describeBreach(const PromiseBreach &breach,
-                      const KernelDescription &vector);
 
 } // namespace kvrt::impl
 

@@ -348,3 +348,39 @@ TEST(LatentManifest, QuantizedKOnlyTakesKeyScaleOnly) {
 }
 
 } // namespace
+
+namespace {
+
+/// An entry of `kind` and `cache` alone in a bundle: the load's message, or
+/// "" if it loads.
+std::string loadOne(json kernel) {
+  kvrt_bundle *raw = nullptr;
+  kvrt_status status = load(bundleJson({kernel}), &raw);
+  BundlePtr bundle(raw);
+  return status == KVRT_SUCCESS ? "" : kvrt_last_error();
+}
+
+// A kind's entry trait (KernelKinds.def) decides which caches it may write:
+// a latent kind only a latent cache, any other appending kind none.
+TEST(LatentManifest, OnlyALatentKindWritesALatentCache) {
+  CacheConfig mla;
+  mla.heads = 1;
+  mla.headDim = kRank + kRope;
+  json latent = describe("kv_mla", "mla_append", mla)[0];
+  latent["cache"]["latent"] = {{"kv_lora_rank", kRank}, {"rope_dim", kRope}};
+  latent["params"] = mlaParams(false);
+  ASSERT_EQ(loadOne(latent), "");
+
+  json withoutLatent = latent;
+  withoutLatent["cache"].erase("latent");
+  EXPECT_THAT(loadOne(withoutLatent),
+              HasSubstr(".kind: kind mla_append needs a latent cache"));
+
+  json append = latent;
+  append["kind"] = "append";
+  append["params"] = kOnlyAppendParams(false);
+  EXPECT_THAT(loadOne(append),
+              HasSubstr(".kind: kind append cannot write a latent cache"));
+}
+
+} // namespace

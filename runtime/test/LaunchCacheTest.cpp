@@ -3,14 +3,13 @@
 // PlanCache: a launch with the same arguments reuses the validated plan, and
 // any change (pointer, byte_offset, shape, stride, dtype, device, kernel
 // name, variant) is validated again, so that a tensor made invalid after a
-// good launch is refused. FunctionCache: a launch in the same current context
-// asks the driver for no device or module, and a changed context or device
-// resolves again.
+// good launch is refused. Resolved functions: a launch in the same current
+// context asks the driver for no device or module, and a changed context or
+// device resolves again.
 //
 //===----------------------------------------------------------------------===//
 
 #include "FakeDriverTest.h"
-#include "FunctionCache.h"
 #include "GpuLauncher.h"
 #include "PlanCache.h"
 
@@ -26,7 +25,7 @@ class LaunchCacheTest : public FakeDriverTest {
 protected:
   void SetUp() override {
     PlanCache::clear();
-    kvrt::impl::FunctionCache::clear();
+    kvrt::impl::GpuLauncher::forgetResolvedFunctions();
     FakeDriverTest::SetUp();
     static int userContext;
     state->current = &userContext;

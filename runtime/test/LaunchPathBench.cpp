@@ -18,7 +18,7 @@
 
 #include "CudaDriver.h"
 #include "FakeCuda.h"
-#include "FunctionCache.h"
+#include "GpuLauncher.h"
 #include "PlanCache.h"
 #include "TestSupport.h"
 
@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
   });
   double cold = !runs("cold") ? 0 : nsPerCall(calls, [&] {
     kvrt::impl::PlanCache::clear();
-    kvrt::impl::FunctionCache::clear();
+    kvrt::impl::GpuLauncher::forgetResolvedFunctions();
     append();
   });
   double warm = !runs("warm") ? 0 : nsPerCall(calls, append);
