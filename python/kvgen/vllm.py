@@ -10,20 +10,23 @@
 What kvgen has is routed to it: ``reshape_and_cache_flash`` and
 ``concat_and_cache_mla`` to ``kvgen.ops``, ``reshape_and_cache`` (vLLM's
 x-vectorized cache) to kvgen's kernels of that layout, ``convert_fp8`` to
-kvgen's static fp8 append and its gather over the tensor's rows. An op or a
+kvgen's static fp8 append and its gather over the tensor's rows,
+``swap_blocks`` to kvrt's checked block copy. An op or a
 format that kvgen does not provide raises ``NotProvidedError`` (a
 ``NotImplementedError``) naming the op and the format, before anything is
 written; nothing falls back to another implementation. docs/VLLM.md lists
 what is provided.
 """
 
+import ctypes
 import math
 import numbers
 import threading
 
 import torch
 
-from . import compiler, errors, ops
+from . import _dlpack, _ext, _kvrt, compiler, errors, ops
+from .bundle import torch_current_stream
 
 __all__ = [
     "NotProvidedError", "install", "installed", "reshape_and_cache",
@@ -381,6 +384,60 @@ def convert_fp8(dst_cache, src_cache, scale=1.0, kv_dtype="fp8"):
                           key_scale=scale32)
 
 
+# swap_blocks -----------------------------------------------------------------
+
+def swap_blocks(src, dst, block_size_in_bytes, block_mapping):
+    """vLLM's swap_blocks: for each pair (s, d) of block_mapping (int64
+    [n, 2] on the CPU), block d of dst (dimension 0) becomes a copy of block
+    s of src; GPU <-> GPU (one device), GPU <-> CPU and CPU <-> CPU. No
+    kernel: kvrt_copy_blocks checks the two caches' blocks (one dtype and
+    layout, contiguous, block_size_in_bytes each), every pair's range and
+    that no dst block is written twice before it copies anything, then
+    copies each block (memcpy, or cuMemcpyAsync on torch's current stream of
+    the GPU's device)."""
+    op = "swap_blocks"
+    tensors = ((src, "src"), (dst, "dst"), (block_mapping, "block_mapping"))
+    for t, name in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise _bad("%s: %s: expected a torch.Tensor, got %s", op, name,
+                       type(t).__name__)
+        if t.dim() > _dlpack.MAX_RANK:
+            raise _bad("%s: %s: rank %d; kvgen's tensors have rank %d at "
+                       "most", op, name, t.dim(), _dlpack.MAX_RANK)
+    if (isinstance(block_size_in_bytes, bool) or
+            not isinstance(block_size_in_bytes, numbers.Integral) or
+            not 0 < block_size_in_bytes < 1 << 63):
+        raise _bad("%s: block_size_in_bytes %r is not a positive 64-bit "
+                   "integer", op, block_size_in_bytes)
+    keep = []
+    descs = _dlpack.describe_all([t for t, _ in tensors],
+                                 [n for _, n in tensors], keep, ("dst",))
+    k = _kvrt.lib()
+    entry = getattr(k.handle, "kvrt_copy_blocks", None)
+    if entry is None:
+        raise errors.LibraryNotFoundError(
+            "the libkvrt at %s lacks kvrt_copy_blocks; it is older than this "
+            "package" % k.path)
+    address = ctypes.cast(entry, ctypes.c_void_p).value
+    ext = _ext.get()
+    gpu = src if src.is_cuda else dst if dst.is_cuda else None
+    if gpu is None:
+        status = ext.copy_blocks(address, descs[0], descs[1],
+                                 int(block_size_in_bytes), descs[2], 0)
+    else:
+        # The GPU's current context and stream, as vLLM's device guard and
+        # getCurrentCUDAStream give them.
+        index = gpu.get_device()
+        stream = ext.work_stream(gpu, _dlpack.CUDA, index)
+        if stream is None:
+            stream = torch_current_stream(index)
+        with torch.cuda.device(index):
+            status = ext.copy_blocks(address, descs[0], descs[1],
+                                     int(block_size_in_bytes), descs[2],
+                                     stream)
+    _kvrt.check(status)
+
+
 # Ops kvgen does not provide -------------------------------------------------
 
 def _not_provided(op, fmt):
@@ -395,7 +452,6 @@ def _not_provided(op, fmt):
 
 #: vLLM 0.34.0's cache ops that kvgen has no kernel for, and why.
 NOT_PROVIDED = {
-    "swap_blocks": "block copies between caches (swap_blocks)",
     "swap_blocks_batch": "batched block copies (swap_blocks_batch)",
     "concat_and_cache_mla_grouped":
         "grouped MLA appends across layers through cache pointers",
@@ -409,7 +465,6 @@ NOT_PROVIDED = {
     "concat_mla_q": "MLA query concatenation (not a cache op)",
 }
 
-swap_blocks = _not_provided("swap_blocks", NOT_PROVIDED["swap_blocks"])
 swap_blocks_batch = _not_provided("swap_blocks_batch",
                                   NOT_PROVIDED["swap_blocks_batch"])
 concat_and_cache_mla_grouped = _not_provided(
@@ -442,6 +497,7 @@ PROVIDED = {
     "reshape_and_cache_flash": reshape_and_cache_flash,
     "concat_and_cache_mla": concat_and_cache_mla,
     "convert_fp8": convert_fp8,
+    "swap_blocks": swap_blocks,
 }
 
 # torch.ops._C_cache_ops ------------------------------------------------------
