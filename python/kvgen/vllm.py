@@ -358,11 +358,17 @@ def convert_fp8(dst_cache, src_cache, scale=1.0, kv_dtype="fp8"):
                        "convert_fp8 converts a tensor's elements in memory "
                        "order, as vLLM's kernel does: pass .contiguous()",
                        op, name, list(t.shape), list(t.stride()))
+    ends = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+            for t in (dst_cache, src_cache)]
+    if ends[0][0] < ends[1][1] and ends[1][0] < ends[0][1]:
+        raise _bad("%s: dst_cache shares memory with src_cache; the "
+                   "conversion writes a tensor of its own", op)
     rows, width = _convert_row(tuple(src_cache.shape))
     if width > _CONVERT_MAX_ROW:
-        raise NotProvidedError(op, "a last dimension of %d elements that no "
-                               "power of two brings within %d (kvgen's rows)"
-                               % (src_cache.shape[-1], _CONVERT_MAX_ROW))
+        raise NotProvidedError(op, "a last dimension of %d elements, which "
+                               "halving does not bring within kvgen's rows "
+                               "of at most %d" % (src_cache.shape[-1],
+                                                  _CONVERT_MAX_ROW))
     if rows == 0:
         return
     bundle, append, gather = _converter(op, src_cache.device, width,

@@ -151,13 +151,14 @@ def test_refusals_write_nothing(compiler_path):
     assert (wide == POISON).all()
 
 
-def test_overlapping_tensors_are_refused_by_kvrt(compiler_path):
-    """dst_cache over src_cache's own bytes: kvrt refuses the launch."""
+def test_overlapping_tensors_are_refused(compiler_path):
+    """dst_cache over src_cache's own bytes."""
     buf = torch.zeros(64, dtype=torch.uint8)
     src = buf.view(torch.float16)          # 32 elements over all 64 bytes
     dst = buf[:32]
     before = buf.clone()
-    with pytest.raises(errors.InvalidArgumentError, match="share|overlap"):
+    with pytest.raises(errors.InvalidArgumentError,
+                       match="dst_cache shares memory with src_cache"):
         kv.convert_fp8(dst, src)
     assert torch.equal(buf, before)
 
@@ -183,3 +184,19 @@ def test_rows_merge_by_powers_of_two_up_to_1024():
     assert kv._convert_row((5, 7, 3)) == (35, 3)
     assert kv._convert_row((2, 4096)) == (8, 1024)
     assert kv._convert_row(()) == (1, 1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs torch with a CUDA device")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16,
+                                   torch.bfloat16])
+def test_gpu_bytes_are_the_hosts(dtype):
+    """On the GPU (kernels compiled for it, or found in KVGEN_CACHE_DIR):
+    the same bytes as torch's saturating cast, and back."""
+    x = _values((32, 8, 64, 16), dtype, 448.0).cuda()
+    q = torch.empty_like(x, dtype=torch.uint8)
+    kv.convert_fp8(q, x, 0.37)
+    assert torch.equal(q.cpu(), _quantized(x.cpu(), 0.37, "fp8"))
+    back = torch.empty_like(x)
+    kv.convert_fp8(back, q, 0.37)
+    assert torch.equal(back.cpu(), _dequantized(q.cpu(), 0.37, "fp8", dtype))
