@@ -329,7 +329,10 @@ def convert_fp8(dst_cache, src_cache, scale=1.0, kv_dtype="fp8"):
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise _bad("%s: scale: expected a float, got %s", op,
                    type(scale).__name__)
-    scale32 = torch.tensor([float(scale)], dtype=torch.float32)
+    try:
+        scale32 = torch.tensor([float(scale)], dtype=torch.float32)
+    except OverflowError:  # an int past any float
+        scale32 = torch.tensor([math.inf], dtype=torch.float32)
     value = scale32.item()
     if value == 0 or not math.isfinite(value):
         raise _bad("%s: scale %r is %r in fp32; the scale must be a finite, "

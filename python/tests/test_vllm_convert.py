@@ -132,7 +132,7 @@ def test_refusals_write_nothing(compiler_path):
     _refused(bad, "scale: expected a float, got bool", dst, src, True)
     _refused(bad, "scale: expected a float, got Tensor", dst, src,
              torch.ones(1))
-    for scale in (0.0, float("inf"), float("nan"), 1e39, 1e-50):
+    for scale in (0.0, float("inf"), float("nan"), 1e39, 1e-50, 10 ** 400):
         _refused(bad, "the scale must be a finite, nonzero fp32 number", dst,
                  src, scale)
     _refused(bad, "src_cache torch.float32 -> dst_cache torch.float16: one "
