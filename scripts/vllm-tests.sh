@@ -17,8 +17,9 @@
 #                    them staged: --stage-gpu)
 #   --stage-gpu DIR  no test run: compiles, for $KVGEN_CHIP (default sm_90),
 #                    every description that a CPU run compiled, into
-#                    DIR/kvgen-cache, and copies libkvrt and the extracted
-#                    test files beside it; then run on the GPU machine
+#                    DIR/kvgen-cache, and copies libkvrt, the package's
+#                    binding and the extracted test files beside it; then
+#                    run on the GPU machine
 #                    KVGEN_VLLM_STAGE=DIR scripts/vllm-tests.sh --gpu
 #
 # The source distribution comes from PyPI into build/vllm-0.34.0/ (ignored
@@ -148,6 +149,8 @@ stage() {
   [ -n "$descs" ] || { say "no host descriptions in $cache: run the CPU tests first"; exit 1; }
   mkdir -p "$dst/lib" "$dst/kvgen-cache"
   cp -P "$build"/lib/libkvrt.so* "$dst/lib/"
+  # The package's binding, found beside KVGEN_KVRT_LIB.
+  cp "$build"/lib/_kvext.abi3.so "$dst/lib/"
   rm -rf "$dst/src" && cp -r "$src" "$dst/src"
   local n=0 d
   for d in $descs; do

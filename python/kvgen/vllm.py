@@ -9,18 +9,24 @@
 
 What kvgen has is routed to it: ``reshape_and_cache_flash`` and
 ``concat_and_cache_mla`` to ``kvgen.ops``, ``reshape_and_cache`` (vLLM's
-x-vectorized cache) to kvgen's kernels of that layout. An op or a
+x-vectorized cache) to kvgen's kernels of that layout, ``convert_fp8`` to
+kvgen's static fp8 append and its gather over the tensor's rows,
+``swap_blocks`` to kvrt's checked block copy. An op or a
 format that kvgen does not provide raises ``NotProvidedError`` (a
 ``NotImplementedError``) naming the op and the format, before anything is
 written; nothing falls back to another implementation. docs/VLLM.md lists
 what is provided.
 """
 
+import ctypes
+import math
+import numbers
 import threading
 
 import torch
 
-from . import compiler, errors, ops
+from . import _dlpack, _ext, _kvrt, compiler, errors, ops
+from .bundle import torch_current_stream
 
 __all__ = [
     "NotProvidedError", "install", "installed", "reshape_and_cache",
@@ -235,6 +241,212 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping,
                   kernel=kernel, key_scale=ks, value_scale=vs)
 
 
+# convert_fp8 -----------------------------------------------------------------
+
+# convert_fp8 runs on the tensor as rows of a K-only cache of one head and
+# block_size 1: 16/32-bit -> fp8 is kvgen's static per-tensor append into it
+# (slots 0..rows-1), fp8 -> 16/32-bit its gather (dequantize) out of it. A row
+# is the last dimension, merged by powers of two while they divide the row
+# count, up to this many elements: the slot list (8 bytes a row) stays small
+# beside the data, and one description serves many shapes.
+_CONVERT_ROW_ELEMS = 1024
+# kvgen's rows hold at most this many elements (its head_dim limit).
+_CONVERT_MAX_ROW = 1 << 16
+# Rows per launch: kvrt's counts are below 2^31.
+_CONVERT_ROWS_PER_LAUNCH = 1 << 30
+_FLOATS = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+_converters = {}
+_converters_lock = threading.Lock()
+
+
+def _convert_row(shape):
+    """(rows, width): the tensor's elements as rows of `width`."""
+    width = shape[-1] if shape else 1
+    numel = 1
+    for extent in shape:
+        numel *= extent
+    while width > _CONVERT_ROW_ELEMS and width % 2 == 0:
+        width //= 2
+    rows = numel // width
+    while width * 2 <= _CONVERT_ROW_ELEMS and rows % 2 == 0:
+        width, rows = width * 2, rows // 2
+    return rows, width
+
+
+def _converter(op, device, width, kv_dtype, source):
+    """(bundle, append kernel, gather kernel) of rows of `width` elements
+    between `source` (f32, f16, bf16) and kv_dtype's fp8, compiled once."""
+    target, chip = _target(device)
+    quant, storage, _ = _DESC_FP8[kv_dtype]
+    memo = (target, chip, width, quant, source)
+    found = _converters.get(memo)
+    if found is not None:
+        return found
+    cache = ("!kv.cache<layout = paged_nhd, block_size = 1, num_kv_heads = 1, "
+             "head_dim = %d, dtype = %s, k_only = true, quant = #kv.quant<"
+             "kind = %s, granularity = per_tensor, mode = static>>"
+             % (width, storage, quant))
+    text = ("module {\n  kv.append @convert_fp8_append : %s from %s\n"
+            "  kv.gather @convert_fp8_gather : %s to %s\n}\n"
+            % (cache, source, cache, source))
+    try:
+        bundle = compiler.compile(text, target=target, chip=chip)
+    except errors.CompilerError as e:
+        raise errors.KernelNotAvailableError(
+            "%s: kvgen could not generate the conversion kernels of %s rows "
+            "of %d elements: %s" % (op, quant, width, e)) from e
+    append = bundle.find("append", head_dim=width, source_dtype=source)
+    gather = bundle.find("gather", head_dim=width)
+    if append is None or gather is None:
+        raise errors.KernelNotAvailableError(
+            "%s: %s has no append and gather kernels of %s rows of %d "
+            "elements" % (op, bundle.source, quant, width))
+    with _converters_lock:
+        found = _converters.setdefault(memo, (bundle, append, gather))
+    return found
+
+
+def convert_fp8(dst_cache, src_cache, scale=1.0, kv_dtype="fp8"):
+    """vLLM's convert_fp8, elementwise over the whole tensor: from float32,
+    float16 or bfloat16 to fp8 ``fp8(x / scale)`` (IEEE fp32 division,
+    rounded to nearest even, saturated to the largest finite value), or from
+    fp8 to float32/float16/bfloat16 ``float(q) * scale`` (fp32, then rounded
+    to nearest even). ``kv_dtype`` "fp8" or "fp8_e4m3" is e4m3fn, "fp8_e5m2"
+    e5m2; the fp8 side is uint8 or the matching float8 dtype. Both tensors
+    contiguous, of one shape, on one device. Runs kvgen's generated kernels
+    (a static per-tensor append, a gather); nothing is written before every
+    check passed."""
+    op = "convert_fp8"
+    for t, name in ((dst_cache, "dst_cache"), (src_cache, "src_cache")):
+        if not isinstance(t, torch.Tensor):
+            raise _bad("%s: %s: expected a torch.Tensor, got %s", op, name,
+                       type(t).__name__)
+    if not isinstance(kv_dtype, str) or kv_dtype not in _DESC_FP8:
+        if isinstance(kv_dtype, str) and kv_dtype in _OTHER_VLLM_DTYPES:
+            raise NotProvidedError(op, "kv_dtype %r" % kv_dtype)
+        raise _bad("%s: kv_dtype %r is not one of fp8, fp8_e4m3, fp8_e5m2 "
+                   "(the fp8 format converted to or from)", op, kv_dtype)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise _bad("%s: scale: expected a float, got %s", op,
+                   type(scale).__name__)
+    try:
+        scale32 = torch.tensor([float(scale)], dtype=torch.float32)
+    except OverflowError:  # an int past any float
+        scale32 = torch.tensor([math.inf], dtype=torch.float32)
+    value = scale32.item()
+    if value == 0 or not math.isfinite(value):
+        raise _bad("%s: scale %r is %r in fp32; the scale must be a finite, "
+                   "nonzero fp32 number", op, scale, value)
+    quant, _, float8 = _DESC_FP8[kv_dtype]
+    fp8 = (torch.uint8, float8)
+    if src_cache.dtype in _FLOATS and dst_cache.dtype in fp8:
+        source, to_fp8 = _FLOATS[src_cache.dtype], True
+    elif src_cache.dtype in fp8 and dst_cache.dtype in _FLOATS:
+        source, to_fp8 = _FLOATS[dst_cache.dtype], False
+    else:
+        raise _bad("%s: src_cache %s -> dst_cache %s: one side must be "
+                   "float32, float16 or bfloat16 and the other uint8 or %s "
+                   "(kv_dtype %r)", op, src_cache.dtype, dst_cache.dtype,
+                   float8, kv_dtype)
+    if dst_cache.shape != src_cache.shape:
+        raise _bad("%s: dst_cache has shape %s but src_cache %s; both must "
+                   "have one shape", op, list(dst_cache.shape),
+                   list(src_cache.shape))
+    if dst_cache.device != src_cache.device:
+        raise _bad("%s: dst_cache is on %s but src_cache on %s; both must be "
+                   "on one device", op, dst_cache.device, src_cache.device)
+    for t, name in ((dst_cache, "dst_cache"), (src_cache, "src_cache")):
+        if not t.is_contiguous():
+            raise _bad("%s: %s (shape %s, strides %s) is not contiguous; "
+                       "convert_fp8 converts a tensor's elements in memory "
+                       "order, as vLLM's kernel does: pass .contiguous()",
+                       op, name, list(t.shape), list(t.stride()))
+    ends = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+            for t in (dst_cache, src_cache)]
+    if ends[0][0] < ends[1][1] and ends[1][0] < ends[0][1]:
+        raise _bad("%s: dst_cache shares memory with src_cache; the "
+                   "conversion writes a tensor of its own", op)
+    rows, width = _convert_row(tuple(src_cache.shape))
+    if width > _CONVERT_MAX_ROW:
+        raise NotProvidedError(op, "a last dimension of %d elements, which "
+                               "halving does not bring within kvgen's rows "
+                               "of at most %d" % (src_cache.shape[-1],
+                                                  _CONVERT_MAX_ROW))
+    if rows == 0:
+        return
+    bundle, append, gather = _converter(op, src_cache.device, width,
+                                        kv_dtype, source)
+    device = src_cache.device
+    scale32 = scale32.to(device)
+    src = src_cache.view(rows, 1, width)
+    dst = dst_cache.view(rows, 1, width)
+    for start in range(0, rows, _CONVERT_ROWS_PER_LAUNCH):
+        stop = min(rows, start + _CONVERT_ROWS_PER_LAUNCH)
+        slots = torch.arange(stop - start, dtype=torch.int64, device=device)
+        if to_fp8:
+            bundle.append(src[start:stop], None, slots,
+                          dst[start:stop].unsqueeze(1), None, kernel=append,
+                          key_scale=scale32)
+        else:
+            bundle.gather(src[start:stop].unsqueeze(1), None, slots,
+                          dst[start:stop], None, kernel=gather,
+                          key_scale=scale32)
+
+
+# swap_blocks -----------------------------------------------------------------
+
+def swap_blocks(src, dst, block_size_in_bytes, block_mapping):
+    """vLLM's swap_blocks: for each pair (s, d) of block_mapping (int64
+    [n, 2] on the CPU), block d of dst (dimension 0) becomes a copy of block
+    s of src; GPU <-> GPU (one device), GPU <-> CPU and CPU <-> CPU. No
+    kernel: kvrt_copy_blocks checks the two caches' blocks (one dtype and
+    layout, contiguous, block_size_in_bytes each), every pair's range and
+    that no dst block is written twice before it copies anything, then
+    copies each block (memcpy, or cuMemcpyAsync on torch's current stream of
+    the GPU's device)."""
+    op = "swap_blocks"
+    tensors = ((src, "src"), (dst, "dst"), (block_mapping, "block_mapping"))
+    for t, name in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise _bad("%s: %s: expected a torch.Tensor, got %s", op, name,
+                       type(t).__name__)
+        if t.dim() > _dlpack.MAX_RANK:
+            raise _bad("%s: %s: rank %d; kvgen's tensors have rank %d at "
+                       "most", op, name, t.dim(), _dlpack.MAX_RANK)
+    if (isinstance(block_size_in_bytes, bool) or
+            not isinstance(block_size_in_bytes, numbers.Integral) or
+            not 0 < block_size_in_bytes < 1 << 63):
+        raise _bad("%s: block_size_in_bytes %r is not a positive 64-bit "
+                   "integer", op, block_size_in_bytes)
+    keep = []
+    descs = _dlpack.describe_all([t for t, _ in tensors],
+                                 [n for _, n in tensors], keep, ("dst",))
+    k = _kvrt.lib()
+    entry = getattr(k.handle, "kvrt_copy_blocks", None)
+    if entry is None:
+        raise errors.LibraryNotFoundError(
+            "the libkvrt at %s lacks kvrt_copy_blocks; it is older than this "
+            "package" % k.path)
+    address = ctypes.cast(entry, ctypes.c_void_p).value
+    ext = _ext.get()
+    gpu = src if src.is_cuda else dst if dst.is_cuda else None
+    if gpu is None:
+        status = ext.copy_blocks(address, descs[0], descs[1],
+                                 int(block_size_in_bytes), descs[2], 0)
+    else:
+        # The GPU's current context and stream, as vLLM's device guard and
+        # getCurrentCUDAStream give them.
+        index = gpu.get_device()
+        stream = ext.work_stream(gpu, _dlpack.CUDA, index)
+        if stream is None:
+            stream = torch_current_stream(index)
+        with torch.cuda.device(index):
+            status = ext.copy_blocks(address, descs[0], descs[1],
+                                     int(block_size_in_bytes), descs[2],
+                                     stream)
+    _kvrt.check(status)
+
+
 # Ops kvgen does not provide -------------------------------------------------
 
 def _not_provided(op, fmt):
@@ -249,9 +461,7 @@ def _not_provided(op, fmt):
 
 #: vLLM 0.34.0's cache ops that kvgen has no kernel for, and why.
 NOT_PROVIDED = {
-    "swap_blocks": "block copies between caches (swap_blocks)",
     "swap_blocks_batch": "batched block copies (swap_blocks_batch)",
-    "convert_fp8": "fp8 conversion of a whole cache (convert_fp8)",
     "concat_and_cache_mla_grouped":
         "grouped MLA appends across layers through cache pointers",
     "concat_and_cache_mla_rope_fused": "MLA append fused with RoPE",
@@ -264,10 +474,8 @@ NOT_PROVIDED = {
     "concat_mla_q": "MLA query concatenation (not a cache op)",
 }
 
-swap_blocks = _not_provided("swap_blocks", NOT_PROVIDED["swap_blocks"])
 swap_blocks_batch = _not_provided("swap_blocks_batch",
                                   NOT_PROVIDED["swap_blocks_batch"])
-convert_fp8 = _not_provided("convert_fp8", NOT_PROVIDED["convert_fp8"])
 concat_and_cache_mla_grouped = _not_provided(
     "concat_and_cache_mla_grouped",
     NOT_PROVIDED["concat_and_cache_mla_grouped"])
@@ -297,6 +505,8 @@ PROVIDED = {
     "reshape_and_cache": reshape_and_cache,
     "reshape_and_cache_flash": reshape_and_cache_flash,
     "concat_and_cache_mla": concat_and_cache_mla,
+    "convert_fp8": convert_fp8,
+    "swap_blocks": swap_blocks,
 }
 
 # torch.ops._C_cache_ops ------------------------------------------------------

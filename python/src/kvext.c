@@ -352,6 +352,7 @@ static PyMethodDef Methods[] = {
     {"stats", kvext_stats, METH_NOARGS, "fast-path hits"},
     {"work_stream", kvext_work_stream, METH_VARARGS, "the current stream"},
     {"args_struct", kvext_args_struct, METH_VARARGS, "an args struct"},
+    {"copy_blocks", kvext_copy_blocks, METH_VARARGS, "kvrt_copy_blocks"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -93,5 +93,6 @@ PyObject *kvext_remember(PyObject *self, PyObject *args);
 PyObject *kvext_forget(PyObject *self, PyObject *unused);
 PyObject *kvext_stats(PyObject *self, PyObject *unused);
 PyObject *kvext_work_stream(PyObject *self, PyObject *args);
+PyObject *kvext_copy_blocks(PyObject *self, PyObject *args); /* kvext_copy.c */
 
 #endif /* KVGEN_PYTHON_SRC_KVEXT_H */

@@ -53,3 +53,6 @@ KVRT_CU_OPTIONAL(cuCtxGetId, "cuCtxGetId", CUcontext, unsigned long long *)
 // (kvrt_bundle_set_programmatic_launch) uses it.
 KVRT_CU_OPTIONAL(cuLaunchKernelEx, "cuLaunchKernelEx", const CUlaunchConfig *,
                  CUfunction, void **, void **)
+// kvrt_copy_blocks: one block's bytes, within a device or to and from the host.
+KVRT_CU_OPTIONAL(cuMemcpyAsync, "cuMemcpyAsync", CUdeviceptr, CUdeviceptr,
+                 size_t, CUstream)

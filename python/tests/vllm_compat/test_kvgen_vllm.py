@@ -31,11 +31,12 @@ def _flash(num_tokens=5, heads=2, dim=16, blocks=4, bs=8, dtype=torch.float32,
 
 
 def test_not_provided_error_names_op_and_format():
-    e = kv.NotProvidedError("swap_blocks", "block copies")
+    e = kv.NotProvidedError("swap_blocks_batch", "batched block copies")
     assert isinstance(e, NotImplementedError)
     assert isinstance(e, kvgen.KvgenError)
-    assert (e.op, e.format) == ("swap_blocks", "block copies")
-    assert str(e) == "kvgen does not provide vLLM's swap_blocks: block copies"
+    assert (e.op, e.format) == ("swap_blocks_batch", "batched block copies")
+    assert str(e) == ("kvgen does not provide vLLM's swap_blocks_batch: "
+                      "batched block copies")
 
 
 @pytest.mark.parametrize("name", sorted(kv.NOT_PROVIDED))
@@ -154,16 +155,16 @@ if sys.argv[1] == "vllm-first":
     lib.define("reshape_and_cache_flash(Tensor key, Tensor value, Tensor! "
                "key_cache, Tensor! value_cache, Tensor slot_mapping, str "
                "kv_cache_dtype, Tensor k_scale, Tensor v_scale) -> ()")
-    lib.define("swap_blocks(Tensor src, Tensor! dst, int block_size_in_bytes, "
-               "Tensor block_mapping) -> ()")
+    lib.define("concat_mla_q(Tensor ql_nope, Tensor q_pe, Tensor! q_out) -> "
+               "()")
     def vllms(*args):
         raise RuntimeError("vLLM's kernel ran")
     lib.impl("reshape_and_cache_flash", vllms, "CompositeExplicitAutograd")
-    lib.impl("swap_blocks", vllms, "CompositeExplicitAutograd")
+    lib.impl("concat_mla_q", vllms, "CompositeExplicitAutograd")
 import kvgen.vllm as kv
 state = kv.install()
 assert kv.install() == state
-print(state["reshape_and_cache_flash"], state.get("swap_blocks"))
+print(state["reshape_and_cache_flash"], state.get("concat_mla_q"))
 k = torch.randn(2, 1, 8)
 kc = torch.zeros(2, 4, 1, 8)
 vc = torch.zeros(2, 4, 1, 8)
@@ -172,7 +173,7 @@ torch.ops._C_cache_ops.reshape_and_cache_flash(
     k, k, kc, vc, torch.tensor([5, 0]), "auto", one, one)
 assert torch.equal(kc[1, 1], k[0]) and torch.equal(vc[0, 0], k[1])
 try:
-    torch.ops._C_cache_ops.swap_blocks(kc, vc, 128, torch.zeros(1, 2).long())
+    torch.ops._C_cache_ops.concat_mla_q(kc, vc, kc)
 except Exception as e:
     print(type(e).__name__, e)
 """
@@ -180,7 +181,7 @@ except Exception as e:
 
 @pytest.mark.parametrize("order,want", [
     ("kvgen-only", ["defined defined", "NotProvidedError kvgen does not "
-                    "provide vLLM's swap_blocks"]),
+                    "provide vLLM's concat_mla_q"]),
     ("vllm-first", ["overridden None", "RuntimeError vLLM's kernel ran"])])
 def test_install(compiler_path, order, want):
     """Without vLLM every op is defined (kvgen's or a refusal); after vLLM's

@@ -323,6 +323,30 @@ typedef struct kvrt_gather_args {
 kvrt_status kvrt_gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
                         kvrt_stream stream);
 
+/* Copy whole cache blocks (vLLM's swap_blocks): for each pair (s, d) of
+ * block_mapping, block d of dst becomes a copy of block s of src. No kernel:
+ * a memcpy per pair on the host, cuMemcpyAsync on `stream` where a cache is
+ * on a CUDA device (the other on the host or the same device). Before any
+ * byte moves, kvrt checks: each cache is blocks along dimension 0 (cpu,
+ * cuda_host or cuda), a block (dimensions 1..) filling its bytes and the
+ * next block following it; src and dst blocks of one dtype and one layout
+ * (a uint8 cache and a float8 one count as one dtype), block_bytes their
+ * size; block_mapping int64 [n, 2] (src block, dst block), contiguous, on
+ * the cpu; every block in range; no dst block twice; src and dst share no
+ * byte. */
+typedef struct kvrt_copy_blocks_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_copy_blocks_args) */
+  const DLTensor *src;
+  const DLTensor *dst;
+  int64_t block_bytes;
+  const DLTensor *block_mapping;
+} kvrt_copy_blocks_args;
+#define KVRT_COPY_BLOCKS_ARGS_STRUCT_SIZE                                      \
+  KVRT_STRUCT_SIZE(kvrt_copy_blocks_args, block_mapping)
+
+kvrt_status kvrt_copy_blocks(const kvrt_copy_blocks_args *args,
+                             kvrt_stream stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
