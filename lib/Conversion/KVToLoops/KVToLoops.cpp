@@ -325,12 +325,8 @@ void KernelBuilder::build() {
   Value t = ext(t32);
   Value c = loop.getInductionVars()[1];
 
-  switch (plan.kind) {
-  case KernelKind::Append:
-  case KernelKind::MlaAppend:
-  case KernelKind::MlaFusedAppend:
-  case KernelKind::FusedAppend:
-  case KernelKind::PagedKvAppend: {
+  switch (plan.traits().rows) {
+  case abi::KindRows::Into: {
     // The address math that does not need the slot comes first, so that it
     // runs while the slot is loaded (or computed); a dynamic scale's group
     // walks its chunks in loops after the check instead.
@@ -360,12 +356,12 @@ void KernelBuilder::build() {
     emitAppendChunk(slot, t, c, chunks);
     break;
   }
-  case KernelKind::SlotMapping:
+  case abi::KindRows::None: // slot_mapping
     memref::StoreOp::create(b, emitSlotFromBlockTable(t),
                             arg(abi::Param::SlotMapping),
                             ValueRange{toIndex(t)});
     break;
-  case KernelKind::Gather: {
+  case abi::KindRows::OutOf: {
     Value slot = loadSlot(t32);
     emitGatherChunk(slot, t, c);
     break;
@@ -454,9 +450,7 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
     }
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
-      if (isa<kv::AppendOp, kv::MlaAppendOp, kv::SlotMappingOp,
-              kv::FusedAppendOp, kv::MlaFusedAppendOp, kv::PagedKvAppendOp,
-              kv::GatherOp>(op))
+      if (kv::getKernelOpInfo(&op))
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {

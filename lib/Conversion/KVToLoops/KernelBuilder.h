@@ -146,7 +146,7 @@ private:
   }
   SourceStrides sourceStrides(bool isKey) {
     using P = abi::Param;
-    if (plan.kind == KernelKind::Gather)
+    if (plan.readsRows())
       return isKey ? SourceStrides{arg(P::KeyOutStrideToken),
                                    arg(P::KeyOutStrideHead),
                                    arg(P::KeyOutStrideDim)}
