@@ -303,6 +303,18 @@ Value KernelBuilder::loadSlot(Value t32) {
                                 /*nontemporal=*/false, llvm::MaybeAlign(8));
 }
 
+Value KernelBuilder::emitSlot(Value t, Value t32) {
+  switch (plan.traits().slot) {
+  case abi::KindSlot::Mapping:
+    return loadSlot(t32);
+  case abi::KindSlot::BlockTable:
+    return emitSlotFromBlockTable(t);
+  case abi::KindSlot::PageTable:
+    return emitSlotFromPageTable(t);
+  }
+  llvm_unreachable("a slot rule KernelKinds.def does not have");
+}
+
 void KernelBuilder::build() {
   Value zero = index(0);
   Value one = index(1);
@@ -350,22 +362,16 @@ void KernelBuilder::build() {
             mark(kvDialect.getBeforeSlotAttrHelper(), v);
       }
     }
-    Value slot = plan.slotFromBlockTable()  ? emitSlotFromBlockTable(t)
-                 : plan.slotFromPageTable() ? emitSlotFromPageTable(t)
-                                            : loadSlot(t32);
-    emitAppendChunk(slot, t, c, chunks);
+    emitAppendChunk(emitSlot(t, t32), t, c, chunks);
     break;
   }
-  case abi::KindRows::None: // slot_mapping
-    memref::StoreOp::create(b, emitSlotFromBlockTable(t),
-                            arg(abi::Param::SlotMapping),
+  case abi::KindRows::None: // slot_mapping: the slots themselves
+    memref::StoreOp::create(b, emitSlot(t, t32), arg(abi::Param::SlotMapping),
                             ValueRange{toIndex(t)});
     break;
-  case abi::KindRows::OutOf: {
-    Value slot = loadSlot(t32);
-    emitGatherChunk(slot, t, c);
+  case abi::KindRows::OutOf:
+    emitGatherChunk(emitSlot(t, t32), t, c);
     break;
-  }
   }
 }
 
