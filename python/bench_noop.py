@@ -46,7 +46,7 @@ def _use_noop(fn):
         _ext = None
     if _ext is not None:
         address = ctypes.cast(fn, ctypes.c_void_p).value
-        _ext.get().init(*[address] * len(_ext._ENTRIES))
+        _ext.get().init(*[address] * len(_ext.get().KINDS))
         return "extension"
     k = _kvrt.lib()
     for name in ("append", "paged_kv_append", "mla_append"):

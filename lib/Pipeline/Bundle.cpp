@@ -59,7 +59,7 @@ static std::string describe(const KernelPlan &plan) {
   llvm::raw_string_ostream os(text);
   os << "kv." << abi::kindName(plan.kind) << " @" << plan.name << " : "
      << plan.cache;
-  if (plan.kind == KernelKind::Gather)
+  if (plan.readsRows())
     os << " to " << plan.sourceType;
   else if (plan.sourceType)
     os << " from " << plan.sourceType;
@@ -82,7 +82,7 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     }
     k[key::kernel::description] = describe(plan);
     k[key::kernel::cache] = cacheToJSON(plan.cache);
-    if (plan.kind == KernelKind::Gather)
+    if (plan.readsRows())
       k[key::kernel::output_dtype] = kv::getDTypeName(plan.sourceType);
     else if (plan.sourceType)
       k[key::kernel::source_dtype] = kv::getDTypeName(plan.sourceType);

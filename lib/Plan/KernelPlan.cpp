@@ -77,7 +77,8 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan,
   if (options.minBlocksPerSM >= 0)
     return options.minBlocksPerSM;
   kv::QuantAttr quant = plan.cache.getQuant();
-  if (plan.kind != KernelKind::Append || !plan.vectorAccess() || !quant ||
+  if (!plan.appendsRows() || plan.traits().slot != abi::KindSlot::Mapping ||
+      !plan.vectorAccess() || !quant ||
       !plan.cache.getLayoutInfo().chunkContiguous() ||
       plan.tokensPerBlock != 1 || plan.chunksPerThread != 1 ||
       plan.getIterationsPerToken() * plan.lanesPerGroup != plan.threadsX)
@@ -105,9 +106,7 @@ static bool splitsDivision(const KernelPlan &base, const PlanOptions &options) {
   kv::QuantAttr quant = base.cache.getQuant();
   return options.fastDivision && quant &&
          quant.getMode() == kv::ScaleMode::Dynamic && !quant.getReciprocal() &&
-         (base.kind == KernelKind::Append ||
-          base.kind == KernelKind::FusedAppend ||
-          base.kind == KernelKind::PagedKvAppend) &&
+         base.appendsRows() &&
          (base.sourceType.isBF16() || base.sourceType.isF16());
 }
 
@@ -234,39 +233,16 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   const PlanThresholds &chip = chipInfo->plan;
   KernelPlan base;
   base.name = SymbolTable::getSymbolName(op).str();
-  if (auto append = dyn_cast<kv::AppendOp>(op)) {
-    base.kind = KernelKind::Append;
-    base.cache = append.getCacheType();
-    base.sourceType = append.getSourceType();
-  } else if (auto mla = dyn_cast<kv::MlaAppendOp>(op)) {
-    base.kind = KernelKind::MlaAppend;
-    base.cache = mla.getCacheType();
-    base.sourceType = mla.getSourceType();
-  } else if (auto mla = dyn_cast<kv::MlaFusedAppendOp>(op)) {
-    base.kind = KernelKind::MlaFusedAppend;
-    base.cache = mla.getCacheType();
-    base.sourceType = mla.getSourceType();
-  } else if (auto fused = dyn_cast<kv::FusedAppendOp>(op)) {
-    base.kind = KernelKind::FusedAppend;
-    base.cache = fused.getCacheType();
-    base.sourceType = fused.getSourceType();
-  } else if (auto paged = dyn_cast<kv::PagedKvAppendOp>(op)) {
-    base.kind = KernelKind::PagedKvAppend;
-    base.cache = paged.getCacheType();
-    base.sourceType = paged.getSourceType();
-  } else if (auto gather = dyn_cast<kv::GatherOp>(op)) {
-    base.kind = KernelKind::Gather;
-    base.cache = gather.getCacheType();
-    base.sourceType = gather.getOutputType();
-  } else if (auto slots = dyn_cast<kv::SlotMappingOp>(op)) {
-    base.kind = KernelKind::SlotMapping;
-    base.cache = slots.getCacheType();
-  } else {
+  std::optional<kv::KernelOpInfo> info = kv::getKernelOpInfo(op);
+  if (!info)
     return plans;
-  }
+  base.kind = info->kind;
+  base.cache = info->cache;
+  base.sourceType = info->rows;
 
-  if (base.kind == KernelKind::SlotMapping) {
-    // One thread per token; 256 tokens per block.
+  if (base.traits().rows == abi::KindRows::None) {
+    // A kind that moves no rows (slot_mapping): one thread per token; 256
+    // tokens per block.
     base.variant = KernelVariant::Scalar;
     base.alignment = 4;
     base.vectorBytes = 8;
@@ -300,14 +276,13 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   // warp so that the reduction is shuffles only: 128 bf16 elements of a
   // head are 16 lanes of one chunk, 8 heads x 128 are 32 lanes of 4 chunks.
   kv::QuantAttr quant = base.cache.getQuant();
-  if (quant && quant.getMode() == kv::ScaleMode::Dynamic &&
-      base.kind != KernelKind::Gather) {
+  if (quant && quant.getMode() == kv::ScaleMode::Dynamic && !base.readsRows()) {
     bool perToken = quant.getGranularity() == kv::ScaleGranularity::PerToken;
     base.chunksPerGroup = perToken ? base.chunksPerToken : headDim / vec;
     constexpr int64_t kWarp = 32;
     int64_t g = base.chunksPerGroup;
     base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
-  } else if (base.kind != KernelKind::Gather && options.chunksPerThread > 0) {
+  } else if (!base.readsRows() && options.chunksPerThread > 0) {
     if (base.chunksPerToken % options.chunksPerThread == 0)
       base.chunksPerThread = options.chunksPerThread;
   } else if (base.writesLatent() && !quant && base.chunksPerToken % 2 == 0) {
@@ -329,8 +304,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   // so only the vector kernel, for fewer tokens, has it.
   base.fastDivision = options.fastDivision && quant &&
                       quant.getMode() == kv::ScaleMode::Static &&
-                      !quant.getReciprocal() &&
-                      base.kind != KernelKind::Gather &&
+                      !quant.getReciprocal() && !base.readsRows() &&
                       (base.sourceType.isBF16() || base.sourceType.isF16());
   chooseLaunch(base, options, chip);
 
@@ -382,8 +356,8 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
       // registers) keep ptxas from chasing 40, without a spill on any chip
       // (test/Target/ptxas-quant.test).
       kv::QuantAttr q = wide.cache.getQuant();
-      if (options.minBlocksPerSM < 0 && wide.kind == KernelKind::FusedAppend &&
-          q &&
+      if (options.minBlocksPerSM < 0 && wide.appendsRows() &&
+          wide.slotFromBlockTable() && q &&
           (q.getKind() == kv::QuantKind::FP8E4M3 ||
            q.getKind() == kv::QuantKind::FP8E5M2) &&
           q.getMode() == kv::ScaleMode::Static &&

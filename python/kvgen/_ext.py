@@ -9,7 +9,6 @@ kvrt's entry points from the libkvrt the package loaded (kvgen/_kvrt.py), so
 libkvrt is searched for in one place (kvgen/_paths.py).
 """
 
-import ctypes
 import importlib.machinery
 import importlib.util
 import os
@@ -20,10 +19,8 @@ from . import _kvrt, _paths, errors
 
 _lock = threading.Lock()
 _ext = None
-
-# The entry points, in the order of _kvext.init()'s arguments.
-_ENTRIES = ("append", "fused_append", "build_slot_mapping", "gather",
-            "mla_append", "mla_fused_append", "paged_kv_append")
+# The module as loaded for its tables alone (kinds()), without libkvrt.
+_tables = None
 
 
 def _candidates():
@@ -41,6 +38,27 @@ def _load(path):
     return module
 
 
+def _find(candidates):
+    """The extension module loaded from the first of `candidates` that loads;
+    LibraryNotFoundError naming each one tried otherwise."""
+    tried = []
+    for path in candidates:
+        if not os.path.isfile(path):
+            tried.append("%s (missing)" % path)
+            continue
+        try:
+            return _load(path)
+        except Exception as e:  # ImportError, OSError: the file's fault
+            tried.append("%s (%s: %s)" % (path, type(e).__name__, e))
+    raise errors.LibraryNotFoundError(
+        "kvgen's compiled binding %s cannot be loaded: %s. It is "
+        "built with kvgen (CMake target kvgen_kvext, into "
+        "BUILD/lib) and shipped in the wheel; reinstall the wheel or "
+        "build it (CPython %d.%d here; a free-threaded CPython cannot "
+        "load it)" % (_paths.EXTENSION, "; ".join(tried),
+                      sys.version_info[0], sys.version_info[1]))
+
+
 def get():
     """The loaded, initialized extension module (loaded on first use)."""
     global _ext
@@ -50,30 +68,22 @@ def get():
         if _ext is not None:
             return _ext
         k = _kvrt.lib()
-        tried = []
-        module = None
-        for path in _candidates():
-            if not os.path.isfile(path):
-                tried.append("%s (missing)" % path)
-                continue
-            try:
-                module = _load(path)
-                break
-            except Exception as e:  # ImportError, OSError: the file's fault
-                tried.append("%s (%s: %s)" % (path, type(e).__name__, e))
-        if module is None:
-            raise errors.LibraryNotFoundError(
-                "kvgen's compiled binding %s cannot be loaded: %s. It is "
-                "built with kvgen (CMake target kvgen_kvext, into "
-                "BUILD/lib) and shipped in the wheel; reinstall the wheel or "
-                "build it (CPython %d.%d here; a free-threaded CPython cannot "
-                "load it)" % (_paths.EXTENSION, "; ".join(tried),
-                              sys.version_info[0], sys.version_info[1]))
-        module.init(*[_address(getattr(k, name)) for name in _ENTRIES])
+        module = _find(_candidates())
+        # kvrt's entry point of each kind, in the order of its KINDS.
+        module.init(*[k.entry(kind[4]) for kind in module.KINDS])
         sys.modules.setdefault("kvgen._kvext", module)
         _ext = module
         return module
 
 
-def _address(fn):
-    return None if fn is None else ctypes.cast(fn, ctypes.c_void_p).value
+def kinds():
+    """The extension's KINDS table (python/src/kvext.c says what a row
+    holds). It is the binding's static data: reading it needs no libkvrt,
+    so that describing a cache works where nothing can launch."""
+    global _tables
+    if _ext is not None:
+        return _ext.KINDS
+    with _lock:
+        if _tables is None:
+            _tables = _find(_paths.extension_candidates())
+    return _tables.KINDS

@@ -61,24 +61,8 @@ def _declare(lib):
                                   [c_void_p, c_size_t])
     ns["bundle_set_host_kernel"] = fn("kvrt_bundle_set_host_kernel", c_int,
                                       [c_void_p, c_char_p, c_void_p])
-    # Launches take the bundle, the address of the args struct and the stream
-    # as plain integers: the cheapest call ctypes makes.
-    ns["append"] = fn("kvrt_append", c_int, [c_void_p, c_void_p, c_void_p])
-    ns["build_slot_mapping"] = fn("kvrt_build_slot_mapping", c_int,
-                                  [c_void_p, c_void_p, c_void_p])
-    ns["fused_append"] = fn("kvrt_fused_append", c_int,
-                            [c_void_p, c_void_p, c_void_p])
-    # Bundle format 2 (scales, gather, checked mode, manifests).
-    ns["gather"] = fn("kvrt_gather", c_int, [c_void_p, c_void_p, c_void_p],
-                      optional=True)
-    # MLA latent caches.
-    ns["mla_append"] = fn("kvrt_mla_append", c_int,
-                          [c_void_p, c_void_p, c_void_p], optional=True)
-    ns["mla_fused_append"] = fn("kvrt_mla_fused_append", c_int,
-                                [c_void_p, c_void_p, c_void_p], optional=True)
-    # FlashInfer's page table (paged_kv_append).
-    ns["paged_kv_append"] = fn("kvrt_paged_kv_append", c_int,
-                               [c_void_p, c_void_p, c_void_p], optional=True)
+    # The launches' entry points are found by kind (Kvrt.entry): the
+    # compiled binding calls them (kvgen/_ext.py).
     ns["bundle_set_checked"] = fn("kvrt_bundle_set_checked", c_int,
                                   [c_void_p, c_int], optional=True)
     ns["bundle_kernel_manifest"] = fn("kvrt_bundle_kernel_manifest",
@@ -88,6 +72,21 @@ def _declare(lib):
     ns["bundle_set_programmatic_launch"] = fn(
         "kvrt_bundle_set_programmatic_launch", c_int, [c_void_p, c_int],
         optional=True)
+
+    entries = {}
+
+    def entry(name):
+        """The address of entry point `name`, or None where this libkvrt
+        lacks it."""
+        try:
+            return entries[name]
+        except KeyError:
+            fn = getattr(lib, name, None)
+            address = (None if fn is None else
+                       ctypes.cast(fn, ctypes.c_void_p).value)
+            return entries.setdefault(name, address)
+
+    ns["entry"] = staticmethod(entry)
     return type("Kvrt", (), ns)
 
 
@@ -109,7 +108,8 @@ def lib():
             k = _declare(handle)
             k.handle = handle
             k.path = path
-            k.has_scales = k.gather is not None
+            # Bundle format 2 brought scales and checked mode together.
+            k.has_scales = k.bundle_set_checked is not None
             _lib = k
             return _lib
         raise errors.LibraryNotFoundError(

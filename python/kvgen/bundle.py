@@ -13,16 +13,11 @@ import json
 import os
 import sys
 
-from . import _dlpack, _ext, _kvrt, errors
+from . import _dlpack, _ext, _kinds, _kvrt, errors
 from ._load_checks import (_ELF_MAGIC, _refuse_special_file,
                            check_shared_object)
 
 _VARIANTS = {"auto": 0, "vector": 1, "scalar": 2, "wide": 3}
-
-# What an append writes: the caches, and a dynamic description's scale
-# caches.
-_WRITES_CACHES = ("key_cache", "value_cache", "key_scale_cache",
-                  "value_scale_cache")
 
 
 def _stream_of(stream, obj, desc):
@@ -219,11 +214,9 @@ class Bundle:
     # Kernels ------------------------------------------------------------
 
     def find(self, kind, **cache):
-        """The name of the kernel of `kind` ("append", "slot_mapping",
-        "fused_append", "gather", "mla_append", "mla_fused_append",
-        "paged_kv_append") whose
-        cache matches every given field (layout, block_size, num_kv_heads,
-        head_dim, dtype, quant, latent, ...);
+        """The name of the kernel of `kind` (a kind's name: "append",
+        "gather", ...) whose cache matches every given field (layout,
+        block_size, num_kv_heads, head_dim, dtype, quant, latent, ...);
         ``source_dtype=`` matches the source. The vector variant's name, which
         is how kvrt names a description. None if absent."""
         source = cache.pop("source_dtype", None)
@@ -281,161 +274,88 @@ class Bundle:
             name = self._names[kernel] = _kernel_name(kernel)
         return name
 
-    # Launches on descriptions (the ops' path) ---------------------------
+    # Launches -------------------------------------------------------------
+    #
+    # Each kind has two methods, made from its row of the kinds table
+    # (kvgen/_kinds.py) on first use: `<method>` (append, gather, ...: the
+    # entry point's name without "kvrt_") takes tensors, its args struct's in
+    # order (those only a quantized description takes as keywords), and
+    # `_<method>` takes them described (kvgen/_dlpack.py), the ops' path.
 
-    def _launch(self, op, kernel, descs, variant, stream):
-        """One kvrt launch through the extension: `op` an operation of
-        kvgen._kvext, `descs` the tensors in the order of kvrt.h's args
-        struct (None where absent)."""
+    def __getattr__(self, name):
+        kind = None if name.startswith("__") else _kinds.by_method(
+            name[1:] if name.startswith("_") else name)
+        if kind is None:
+            raise AttributeError("%r object has no attribute %r"
+                                 % (type(self).__name__, name))
+        _add_launches(kind)
+        return getattr(self, name)
+
+    def __dir__(self):
+        names = set(super().__dir__())
+        for kind in _kinds.all_kinds():
+            names.update((kind.method, "_" + kind.method))
+        return sorted(names)
+
+    def _launch(self, kind, kernel, descs, variant, stream):
+        """One kvrt launch through the extension: `descs` the tensors of
+        `kind` in the order of kvrt.h's args struct (None where absent)."""
         if self._address is None:
             raise errors.KvgenError("the bundle %s is closed" % self.source)
+        k = _kvrt.lib()
+        if k.entry(kind.entry_point) is None:
+            raise errors.KvgenError("this libkvrt has no %s" % kind.entry_point)
+        if not k.has_scales and any(
+                d is not None and t in kind.optional
+                for d, t in zip(descs, kind.tensors)):
+            raise errors.KvgenError(
+                "this libkvrt predates scale tensors (bundle format 2)")
         ext = _ext.get()
-        _kvrt.check(ext.launch(op, self._address, self._name(kernel),
+        _kvrt.check(ext.launch(kind.index, self._address, self._name(kernel),
                                variant, stream, tuple(descs)))
 
-    def _append(self, kernel, descs, variant, stream):
-        """descs: key, value, slot_mapping, key_cache, value_cache, then the
-        four scale tensors (None where absent)."""
-        if any(descs[5:]) and not _kvrt.lib().has_scales:
-            raise errors.KvgenError(
-                "this libkvrt predates scale tensors (bundle format 2)")
-        self._launch(_ext.get().APPEND, kernel, descs, variant, stream)
-
-    def _fused_append(self, kernel, descs, variant, stream):
-        """descs: key, value, block_table, query_start_loc, context_lens,
-        key_cache, value_cache, then the four scale tensors."""
-        if any(descs[7:]) and not _kvrt.lib().has_scales:
-            raise errors.KvgenError(
-                "this libkvrt predates scale tensors (bundle format 2)")
-        self._launch(_ext.get().FUSED_APPEND, kernel, descs, variant, stream)
-
-    def _mla_append(self, kernel, descs, variant, stream):
-        """descs: kv_c, k_pe, slot_mapping, key_cache, key_scale (None
-        where absent)."""
-        if _kvrt.lib().mla_append is None:
-            raise errors.KvgenError("this libkvrt has no kvrt_mla_append")
-        self._launch(_ext.get().MLA_APPEND, kernel, descs, variant, stream)
-
-    def _paged_kv_append(self, kernel, descs, variant, stream):
-        """descs: key, value, batch_indices, positions, kv_indices,
-        kv_indptr, key_cache, value_cache, then the four scale tensors (None
-        where absent)."""
-        if _kvrt.lib().paged_kv_append is None:
-            raise errors.KvgenError("this libkvrt has no kvrt_paged_kv_append")
-        self._launch(_ext.get().PAGED_KV_APPEND, kernel, descs, variant,
-                     stream)
-
-    # Launches on tensors --------------------------------------------------
-
-    def mla_append(self, kv_c, k_pe, slot_mapping, key_cache, *, kernel=None,
-                   variant="auto", key_scale=None, stream=None):
-        """kvrt_mla_append: entry slot_mapping[t] of the latent cache
-        [num_blocks, block_size, kv_lora_rank + rope_dim] becomes kv_c[t]
-        followed by k_pe[t]."""
+    def _launch_tensors(self, kind, objs, kernel, variant, stream):
         keep = []
-        objs = (kv_c, k_pe, slot_mapping, key_cache, key_scale)
-        names = ("kv_c", "k_pe", "slot_mapping", "key_cache", "key_scale")
-        descs = _dlpack.describe_all(objs, names, keep, ("key_cache",))
-        self._mla_append(kernel, descs, _variant(variant),
-                         _stream_of(stream, kv_c, descs[0]))
+        descs = _dlpack.describe_all(objs, kind.tensors, keep, kind.writes)
+        variant = _variant(variant) if kind.has_variant else 0
+        i = kind.stream_tensor
+        self._launch(kind, kernel, descs, variant,
+                     _stream_of(stream, objs[i], descs[i]))
 
-    def mla_fused_append(self, kv_c, k_pe, block_table, query_start_loc,
-                         context_lens, key_cache, *, kernel=None,
-                         variant="auto", key_scale=None, stream=None):
-        """kvrt_mla_fused_append: mla_append with the slots from the block
-        table and positions, in one launch."""
-        if _kvrt.lib().mla_fused_append is None:
-            raise errors.KvgenError("this libkvrt has no kvrt_mla_fused_append")
-        keep = []
-        objs = (kv_c, k_pe, block_table, query_start_loc, context_lens,
-                key_cache, key_scale)
-        names = ("kv_c", "k_pe", "block_table", "query_start_loc",
-                 "context_lens", "key_cache", "key_scale")
-        descs = _dlpack.describe_all(objs, names, keep, ("key_cache",))
-        self._launch(_ext.get().MLA_FUSED_APPEND, kernel, descs,
-                     _variant(variant), _stream_of(stream, kv_c, descs[0]))
 
-    def append(self, key, value, slot_mapping, key_cache, value_cache, *,
-               kernel=None, variant="auto", key_scale=None, value_scale=None,
-               key_scale_cache=None, value_scale_cache=None, stream=None):
-        """kvrt_append: K/V rows into the caches through slot_mapping. For a
-        stacked layout (K and V in one tensor), key_cache is that tensor and
-        value_cache None."""
-        keep = []
-        objs = (key, value, slot_mapping, key_cache, value_cache, key_scale,
-                value_scale, key_scale_cache, value_scale_cache)
-        names = ("key", "value", "slot_mapping", "key_cache", "value_cache",
-                 "key_scale", "value_scale", "key_scale_cache",
-                 "value_scale_cache")
-        descs = tuple(_dlpack.describe_all(objs, names, keep,
-                                           _WRITES_CACHES))
-        self._append(kernel, descs, _variant(variant),
-                     _stream_of(stream, key, descs[0]))
-
-    def fused_append(self, key, value, block_table, query_start_loc,
-                     context_lens, key_cache, value_cache, *, kernel=None,
-                     variant="auto", key_scale=None, value_scale=None,
-                     key_scale_cache=None, value_scale_cache=None, stream=None):
-        """kvrt_fused_append: the append with slots from the block table."""
-        keep = []
-        objs = (key, value, block_table, query_start_loc, context_lens,
-                key_cache, value_cache, key_scale, value_scale,
-                key_scale_cache, value_scale_cache)
-        names = ("key", "value", "block_table", "query_start_loc",
-                 "context_lens", "key_cache", "value_cache", "key_scale",
-                 "value_scale", "key_scale_cache", "value_scale_cache")
-        descs = _dlpack.describe_all(objs, names, keep, _WRITES_CACHES)
-        self._fused_append(kernel, descs, _variant(variant),
-                           _stream_of(stream, key, descs[0]))
-
-    def paged_kv_append(self, key, value, batch_indices, positions,
-                        kv_indices, kv_indptr, key_cache, value_cache, *,
-                        kernel=None, variant="auto", key_scale=None,
-                        value_scale=None, key_scale_cache=None,
-                        value_scale_cache=None, stream=None):
-        """kvrt_paged_kv_append: the append with slots from FlashInfer's
-        page table (token i at position positions[i] of request
-        batch_indices[i], whose pages are kv_indices[kv_indptr[b] ..
-        kv_indptr[b + 1])); every index is checked in the kernel."""
-        keep = []
-        objs = (key, value, batch_indices, positions, kv_indices, kv_indptr,
-                key_cache, value_cache, key_scale, value_scale,
-                key_scale_cache, value_scale_cache)
-        names = ("key", "value", "batch_indices", "positions", "kv_indices",
-                 "kv_indptr", "key_cache", "value_cache", "key_scale",
-                 "value_scale", "key_scale_cache", "value_scale_cache")
-        descs = tuple(_dlpack.describe_all(objs, names, keep))
-        self._paged_kv_append(kernel, descs, _variant(variant),
-                              _stream_of(stream, key, descs[0]))
-
-    def build_slot_mapping(self, block_table, query_start_loc, context_lens,
-                           slot_mapping, *, kernel=None, stream=None):
-        """kvrt_build_slot_mapping: slot_mapping from the block table."""
-        keep = []
-        objs = (block_table, query_start_loc, context_lens, slot_mapping)
-        names = ("block_table", "query_start_loc", "context_lens",
-                 "slot_mapping")
-        descs = _dlpack.describe_all(objs, names, keep, ("slot_mapping",))
-        self._launch(_ext.get().SLOT_MAPPING, kernel, descs, 0,
-                     _stream_of(stream, slot_mapping, descs[3]))
-
-    def gather(self, key_cache, value_cache, slot_mapping, key_out, value_out,
-               *, kernel=None, variant="auto", key_scale=None,
-               value_scale=None, key_scale_cache=None, value_scale_cache=None,
-               stream=None):
-        """kvrt_gather: rows of given slots read back (dequantized)."""
-        if _kvrt.lib().gather is None:
-            raise errors.KvgenError("this libkvrt has no kvrt_gather")
-        keep = []
-        objs = (key_cache, value_cache, slot_mapping, key_out, value_out,
-                key_scale, value_scale, key_scale_cache, value_scale_cache)
-        names = ("key_cache", "value_cache", "slot_mapping", "key_out",
-                 "value_out", "key_scale", "value_scale", "key_scale_cache",
-                 "value_scale_cache")
-        descs = _dlpack.describe_all(objs, names, keep,
-                                     ("key_out", "value_out"))
-        self._launch(_ext.get().GATHER, kernel, descs, _variant(variant),
-                     _stream_of(stream, key_out, descs[3]))
+def _add_launches(kind):
+    """Adds kind's two launch methods to Bundle. Their source is made from
+    the kind's row, as collections.namedtuple makes its class, so that each
+    has the signature, argument errors and help() of a method written out."""
+    if kind.method in Bundle.__dict__:
+        return
+    required = [t for t in kind.tensors if t not in kind.optional]
+    keywords = (["kernel=None"] +
+                (['variant="auto"'] if kind.has_variant else []) +
+                ["%s=None" % t for t in kind.optional] + ["stream=None"])
+    source = (
+        "def {m}(self, {req}, *, {kw}):\n"
+        "    return self._launch_tensors(kind, ({tensors},), kernel, "
+        "{variant}, stream)\n"
+        "def _{m}(self, kernel, descs, variant, stream):\n"
+        "    return self._launch(kind, kernel, descs, variant, stream)\n"
+    ).format(m=kind.method, req=", ".join(required), kw=", ".join(keywords),
+             tensors=", ".join(kind.tensors),
+             variant="variant" if kind.has_variant else "0")
+    namespace = {"kind": kind}
+    exec(source, namespace)  # noqa: S102 -- names from the kinds table only
+    public, private = namespace[kind.method], namespace["_" + kind.method]
+    public.__qualname__ = "Bundle." + kind.method
+    public.__doc__ = (
+        "%s: a launch of kind %s on tensors (%s); the caller's stream, or "
+        "the current stream of the framework of %s." % (
+            kind.entry_point, kind.name, ", ".join(kind.tensors),
+            kind.tensors[kind.stream_tensor]))
+    private.__qualname__ = "Bundle._" + kind.method
+    private.__doc__ = ("descs: %s, described (None where absent)."
+                       % ", ".join(kind.tensors))
+    setattr(Bundle, "_" + kind.method, private)
+    setattr(Bundle, kind.method, public)
 
 
 def _kernel_name(kernel):

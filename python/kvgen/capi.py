@@ -50,17 +50,22 @@ TensorPtr = ctypes.POINTER(DLTensor)
 
 
 class Args:
-    """One of kvrt.h's args structs, filled by kvgen's extension. `address`
-    is valid while this object and the tensors it names live."""
+    """One of kvrt.h's args structs, filled by kvgen's extension: that of
+    kind `kind` (its name, "append", or in capitals). `address` is valid
+    while this object and the tensors it names live."""
 
-    def __init__(self, op, kernel, variant, tensors):
-        from . import _ext
+    def __init__(self, kind, kernel, variant, tensors):
+        from . import _ext, _kinds
 
+        found = _kinds.by_name(kind.lower())
+        if found is None:
+            raise ValueError("kind: %r is not one of %s" % (
+                kind, ", ".join(k.name for k in _kinds.all_kinds())))
         self._kernel = None if kernel is None else ctypes.create_string_buffer(
             kernel)
         self._tensors = tensors
         data = _ext.get().args_struct(
-            getattr(_ext.get(), op),
+            found.index,
             None if kernel is None else ctypes.addressof(self._kernel),
             variant, tuple(_address(t) for t in tensors))
         self._buf = ctypes.create_string_buffer(data, len(data))
@@ -81,7 +86,7 @@ def append_args(kernel, key, value, slot_mapping, key_cache, value_cache,
                 variant=VARIANT_AUTO, key_scale=None, value_scale=None,
                 key_scale_cache=None, value_scale_cache=None):
     """kvrt_append_args (tensors: Tensor, DLTensor, a pointer, or None)."""
-    return Args("APPEND", kernel, variant,
+    return Args("append", kernel, variant,
                 (key, value, slot_mapping, key_cache, value_cache, key_scale,
                  value_scale, key_scale_cache, value_scale_cache))
 
@@ -92,7 +97,7 @@ def paged_kv_append_args(kernel, key, value, batch_indices, positions,
                          value_scale=None, key_scale_cache=None,
                          value_scale_cache=None):
     """kvrt_paged_kv_append_args, as append_args."""
-    return Args("PAGED_KV_APPEND", kernel, variant,
+    return Args("paged_kv_append", kernel, variant,
                 (key, value, batch_indices, positions, kv_indices, kv_indptr,
                  key_cache, value_cache, key_scale, value_scale,
                  key_scale_cache, value_scale_cache))

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 
-from . import _disk_cache, _paths, errors
+from . import _disk_cache, _kinds, _paths, errors
 from ._disk_cache import (_ARTIFACTS, _MAX_FILE_BYTES, _MISSING,
                           _artifact_problem, _bundle_problem, _cache_root,
                           _cache_write_error, _check_entry, _discard,
@@ -41,9 +41,27 @@ _CACHE_DTYPES = {
 }
 _SOURCE_DTYPES = ("f32", "f16", "bf16")
 _QUANT_STORAGE = {"fp8_e4m3": "f8E4M3FN", "fp8_e5m2": "f8E5M2", "int8": "i8"}
-_KERNELS = ("append", "slot_mapping", "fused_append", "paged_kv_append")
-# A latent (MLA) cache's kernels: its entry is kv_c followed by k_pe.
-_LATENT_KERNELS = ("mla_append", "slot_mapping", "mla_fused_append")
+# The order of describe()'s kernels: by slot rule (one this list lacks
+# last), the kind that builds slot_mapping from the block table before the
+# one that writes through it. The order is part of the module text, and so
+# of the disk cache's keys.
+_SLOT_ORDER = ("Mapping", "BlockTable", "PageTable")
+
+
+def _slot_rank(kind):
+    return (_SLOT_ORDER.index(kind.slot) if kind.slot in _SLOT_ORDER else
+            len(_SLOT_ORDER))
+
+
+def _kernels_for(latent):
+    """The kinds describe() generates for a cache (their traits say which):
+    each that writes rows into a cache of its entry (a K and a V row, or a
+    latent cache's kv_c then k_pe), and each that touches no cache."""
+    entry = "Latent" if latent else "KV"
+    kinds = [k for k in _kinds.all_kinds()
+             if k.rows != "OutOf" and k.entry in (entry, "None")]
+    kinds.sort(key=lambda k: (_slot_rank(k), k.rows == "Into"))
+    return kinds
 
 
 def _dtype(value, allowed, what):
@@ -102,10 +120,13 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
     """The kv module text (kvgen's input) of one cache description. A
     layout without blocks takes max_seq_len instead of block_size (kvgen
     says which). With kv_lora_rank and rope_dim it is an MLA latent cache
-    (one head of kv_lora_rank + rope_dim) and its kernels are mla_append,
-    slot_mapping and mla_fused_append."""
+    (one head of kv_lora_rank + rope_dim). `kernels` names kinds of those
+    that write rows into a cache of its entry and those that touch no cache
+    (default: all of them; for a K/V cache append, slot_mapping,
+    fused_append and paged_kv_append)."""
     latent = kv_lora_rank is not None or rope_dim is not None
-    allowed = _LATENT_KERNELS if latent else _KERNELS
+    kinds = {k.name: k for k in _kernels_for(latent)}
+    allowed = tuple(kinds)
     if kernels is None:
         kernels = allowed
     src = _dtype(dtype, _SOURCE_DTYPES, "dtype")
@@ -143,7 +164,8 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
                              % (k, ", ".join(allowed),
                                 " (a latent cache)" if latent else ""))
         lines.append("  kv.%s @%s_%s : %s%s" % (
-            k, name, k, text, "" if k == "slot_mapping" else " from " + src))
+            k, name, k, text,
+            " from " + src if kinds[k].rows == "Into" else ""))
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -8,9 +8,9 @@
     python -m kvgen precompile --cache-dir DIR --mla 512+64 --block-size 64 \\
         --dtypes bf16 --kv-cache-dtypes auto,fp8
 
-Every combination of the lists is compiled (the kernels the ops look up:
-append, slot_mapping, fused_append and paged_kv_append of one description; with --mla, the
-latent caches' mla_append, slot_mapping and mla_fused_append instead). A
+Every combination of the lists is compiled (each description's kernels as
+kvgen.describe generates them: those the ops look up; with --mla, a latent
+cache's). A
 model config is a Hugging Face config.json: num_key_value_heads (else
 num_attention_heads), head_dim (else hidden_size / num_attention_heads) and
 torch_dtype; --tp divides the KV heads as tensor parallelism does. A config

@@ -1,8 +1,10 @@
 /*===- kvext.c - kvgen._kvext: the package's launches, filled in C --------===*\
 |*                                                                            *|
 |* Every kvrt launch the Python package makes goes through here: the args     *|
-|* structs are kvrt.h's own, filled field by field, so no layout is spelled   *|
-|* a second time. Two ways in:                                                *|
+|* structs are kvrt.h's own, filled at the offsets of the fields its kind    *|
+|* lists name (KVRT_FOR_EACH_KIND_TENSOR), so no layout is spelled a second   *|
+|* time and no kind is named. KINDS tells Python each kind's traits, tensors  *|
+|* and parameters (include/kvgen/ABI/*.def). Two ways in:                     *|
 |*                                                                            *|
 |*  - launch(): tensors described in Python (kvgen/_dlpack.py, any           *|
 |*    __dlpack__ producer) as plain tuples; this file builds the DLTensors.   *|
@@ -18,171 +20,158 @@
 
 #include "kvext.h"
 
-/* Every args struct is declared here: zeroed, with its struct_size set as
- * kvrt.h's KVRT_ARGS_INIT does, in one place. */
-#define KVEXT_ARGS(type, var)                                                  \
-  type var;                                                                    \
-  memset(&var, 0, sizeof(var));                                                \
-  var.struct_size = sizeof(var)
+/* The launches, made from kvrt.h's lists (KVRT_FOR_EACH_KIND and
+ * KVRT_FOR_EACH_KIND_TENSOR), so that a new kind needs nothing here: for
+ * each kind, its entry point, its args struct's size and the offsets of its
+ * fields. */
 
-static const char *const OpNames[NUM_OPS] = {
-    "kvrt_append",          "kvrt_fused_append", "kvrt_build_slot_mapping",
-    "kvrt_gather",          "kvrt_mla_append",   "kvrt_mla_fused_append",
-    "kvrt_paged_kv_append",
+/* The args structs, in KVRT_FOR_EACH_KIND's order. */
+enum {
+#define KVEXT_STRUCT(Kind, Struct, FirstSize, Entry, HasVariant) ARGS_##Struct,
+  KVRT_FOR_EACH_KIND(KVEXT_STRUCT)
+#undef KVEXT_STRUCT
+      NUM_ARGS,
 };
-
-typedef kvrt_status (*append_fn)(kvrt_bundle *, const kvrt_append_args *,
-                                 kvrt_stream);
-typedef kvrt_status (*fused_fn)(kvrt_bundle *, const kvrt_fused_append_args *,
-                                kvrt_stream);
-typedef kvrt_status (*slot_fn)(kvrt_bundle *, const kvrt_slot_mapping_args *,
-                               kvrt_stream);
-typedef kvrt_status (*gather_fn)(kvrt_bundle *, const kvrt_gather_args *,
-                                 kvrt_stream);
-typedef kvrt_status (*mla_fn)(kvrt_bundle *, const kvrt_mla_append_args *,
-                              kvrt_stream);
-typedef kvrt_status (*mla_fused_fn)(kvrt_bundle *,
-                                    const kvrt_mla_fused_append_args *,
-                                    kvrt_stream);
-typedef kvrt_status (*paged_fn)(kvrt_bundle *,
-                                const kvrt_paged_kv_append_args *, kvrt_stream);
-
-void *kvext_entry[NUM_OPS];
 
 /* Any of kvrt.h's args structs. */
 typedef union {
-  kvrt_append_args append;
-  kvrt_fused_append_args fused_append;
-  kvrt_slot_mapping_args slot_mapping;
-  kvrt_gather_args gather;
-  kvrt_mla_append_args mla_append;
-  kvrt_mla_fused_append_args mla_fused_append;
-  kvrt_paged_kv_append_args paged_kv_append;
+#define KVEXT_MEMBER(Kind, Struct, FirstSize, Entry, HasVariant) Struct Kind;
+  KVRT_FOR_EACH_KIND(KVEXT_MEMBER)
+#undef KVEXT_MEMBER
 } any_args;
 
-/* Fills op's args struct in `u` from the tensors `p` (kvrt.h's order, NULL
- * where absent); returns its size. */
-static size_t fill_args(int op, const char *kernel, int variant,
-                        const DLTensor *const *p, any_args *u) {
-  kvrt_variant v = (kvrt_variant)variant;
-  switch (op) {
-  case OP_APPEND: {
-    KVEXT_ARGS(kvrt_append_args, a);
-    a.kernel = kernel;
-    a.key = p[0], a.value = p[1], a.slot_mapping = p[2];
-    a.key_cache = p[3], a.value_cache = p[4], a.variant = v;
-    a.key_scale = p[5], a.value_scale = p[6];
-    a.key_scale_cache = p[7], a.value_scale_cache = p[8];
-    u->append = a;
-    return sizeof(a);
+#define KVEXT_VARIANT_Variant(Struct) ((long)offsetof(Struct, variant))
+#define KVEXT_VARIANT_NoVariant(Struct) (-1L)
+
+typedef struct {
+  int kind;           /* KIND_* */
+  const char *entry;  /* kvrt's entry point */
+  size_t size;        /* sizeof the struct, its struct_size */
+  size_t struct_size; /* the offsets of its fields */
+  size_t kernel;
+  long variant; /* -1: the struct has none */
+} args_info;
+
+static const args_info Structs[NUM_ARGS] = {
+#define KVEXT_ARGS_INFO(Kind, Struct, FirstSize, Entry, HasVariant)            \
+  {KIND_##Kind,                                                                \
+   #Entry,                                                                     \
+   sizeof(Struct),                                                             \
+   offsetof(Struct, struct_size),                                              \
+   offsetof(Struct, kernel),                                                   \
+   KVEXT_VARIANT_##HasVariant(Struct)},
+    KVRT_FOR_EACH_KIND(KVEXT_ARGS_INFO)
+#undef KVEXT_ARGS_INFO
+};
+
+static const struct {
+  int args; /* ARGS_* */
+  const char *name;
+  size_t offset;
+} Tensors[] = {
+#define KVEXT_TENSOR(Struct, Field, Param)                                     \
+  {ARGS_##Struct, #Field, offsetof(Struct, Field)},
+    KVRT_FOR_EACH_KIND_TENSOR(KVEXT_TENSOR)
+#undef KVEXT_TENSOR
+};
+
+/* Each kind's launch (kvrt has one for every kind of KernelKinds.def;
+ * an older kvrt.h's lack of one is refused at import). */
+typedef struct {
+  const args_info *args;
+  int num_tensors;
+  size_t offset[MAX_TENSORS];
+  const char *name[MAX_TENSORS];
+} kind_launch;
+
+static kind_launch Kinds[NUM_KINDS];
+
+static const char *const KindNames[NUM_KINDS] = {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry) Name,
+#include <kvgen/ABI/KernelKinds.def>
+};
+
+/* Fills Kinds from the tables above; -1 with a Python error where kvrt.h
+ * and KernelKinds.def disagree. */
+static int build_kinds(void) {
+  for (int a = 0; a < NUM_ARGS; ++a)
+    Kinds[Structs[a].kind].args = &Structs[a];
+  for (size_t i = 0; i < sizeof(Tensors) / sizeof(Tensors[0]); ++i) {
+    kind_launch *k = &Kinds[Structs[Tensors[i].args].kind];
+    if (k->num_tensors == MAX_TENSORS) {
+      PyErr_Format(PyExc_SystemError,
+                   "kvgen._kvext: %s has more than %d tensors", k->args->entry,
+                   (int)MAX_TENSORS);
+      return -1;
+    }
+    k->offset[k->num_tensors] = Tensors[i].offset;
+    k->name[k->num_tensors++] = Tensors[i].name;
   }
-  case OP_FUSED_APPEND: {
-    KVEXT_ARGS(kvrt_fused_append_args, a);
-    a.kernel = kernel;
-    a.key = p[0], a.value = p[1], a.block_table = p[2];
-    a.query_start_loc = p[3], a.context_lens = p[4];
-    a.key_cache = p[5], a.value_cache = p[6], a.variant = v;
-    a.key_scale = p[7], a.value_scale = p[8];
-    a.key_scale_cache = p[9], a.value_scale_cache = p[10];
-    u->fused_append = a;
-    return sizeof(a);
-  }
-  case OP_SLOT_MAPPING: {
-    KVEXT_ARGS(kvrt_slot_mapping_args, a);
-    a.kernel = kernel;
-    a.block_table = p[0], a.query_start_loc = p[1], a.context_lens = p[2];
-    a.slot_mapping = p[3];
-    u->slot_mapping = a;
-    return sizeof(a);
-  }
-  case OP_GATHER: {
-    KVEXT_ARGS(kvrt_gather_args, a);
-    a.kernel = kernel;
-    a.key_cache = p[0], a.value_cache = p[1], a.slot_mapping = p[2];
-    a.key_out = p[3], a.value_out = p[4], a.variant = v;
-    a.key_scale = p[5], a.value_scale = p[6];
-    a.key_scale_cache = p[7], a.value_scale_cache = p[8];
-    u->gather = a;
-    return sizeof(a);
-  }
-  case OP_MLA_APPEND: {
-    KVEXT_ARGS(kvrt_mla_append_args, a);
-    a.kernel = kernel;
-    a.kv_c = p[0], a.k_pe = p[1], a.slot_mapping = p[2];
-    a.key_cache = p[3], a.variant = v, a.key_scale = p[4];
-    u->mla_append = a;
-    return sizeof(a);
-  }
-  case OP_MLA_FUSED_APPEND: {
-    KVEXT_ARGS(kvrt_mla_fused_append_args, a);
-    a.kernel = kernel;
-    a.kv_c = p[0], a.k_pe = p[1], a.block_table = p[2];
-    a.query_start_loc = p[3], a.context_lens = p[4];
-    a.key_cache = p[5], a.variant = v, a.key_scale = p[6];
-    u->mla_fused_append = a;
-    return sizeof(a);
-  }
-  case OP_PAGED_KV_APPEND: {
-    KVEXT_ARGS(kvrt_paged_kv_append_args, a);
-    a.kernel = kernel;
-    a.key = p[0], a.value = p[1], a.batch_indices = p[2];
-    a.positions = p[3], a.kv_indices = p[4], a.kv_indptr = p[5];
-    a.key_cache = p[6], a.value_cache = p[7], a.variant = v;
-    a.key_scale = p[8], a.value_scale = p[9];
-    a.key_scale_cache = p[10], a.value_scale_cache = p[11];
-    u->paged_kv_append = a;
-    return sizeof(a);
-  }
-  }
+  for (int k = 0; k < NUM_KINDS; ++k)
+    if (!Kinds[k].args) {
+      PyErr_Format(PyExc_SystemError,
+                   "kvgen._kvext: kvrt.h has no launch of kind %s",
+                   KindNames[k]);
+      return -1;
+    }
   return 0;
 }
 
+void *kvext_entry[NUM_KINDS];
+
+/* Fills kind's args struct in `u` from the tensors `p` (its struct's order,
+ * NULL where absent), as KVRT_ARGS_INIT would start it; returns its size. */
+static size_t fill_args(int kind, const char *kernel, int variant,
+                        const DLTensor *const *p, any_args *u) {
+  const kind_launch *k = &Kinds[kind];
+  char *base = (char *)u;
+  size_t size = k->args->size;
+  kvrt_variant v = (kvrt_variant)variant;
+  memset(u, 0, sizeof(*u));
+  memcpy(base + k->args->struct_size, &size, sizeof(size));
+  memcpy(base + k->args->kernel, &kernel, sizeof(kernel));
+  if (k->args->variant >= 0)
+    memcpy(base + k->args->variant, &v, sizeof(v));
+  for (int i = 0; i < k->num_tensors; ++i)
+    memcpy(base + k->offset[i], &p[i], sizeof(p[i]));
+  return size;
+}
+
 /* One kvrt call, the GIL released (kvrt may wait on the driver). */
-kvrt_status kvext_call_kvrt(int op, void *handle, const char *kernel,
+kvrt_status kvext_call_kvrt(int kind, void *handle, const char *kernel,
                             int variant, void *stream, const tensors *t) {
   any_args u;
-  fill_args(op, kernel, variant, t->ptr, &u);
+  fill_args(kind, kernel, variant, t->ptr, &u);
   kvrt_bundle *b = (kvrt_bundle *)handle;
-  void *fn = kvext_entry[op];
+  void *fn = kvext_entry[kind];
   kvrt_status status = KVRT_ERROR_INVALID_ARGUMENT;
   Py_BEGIN_ALLOW_THREADS;
-  switch (op) {
-  case OP_APPEND:
-    status = ((append_fn)fn)(b, &u.append, stream);
+  switch (kind) {
+#define KVEXT_CALL(Kind, Struct, FirstSize, Entry, HasVariant)                 \
+  case KIND_##Kind:                                                            \
+    status = ((kvrt_status (*)(kvrt_bundle *, const Struct *,                  \
+                               kvrt_stream))fn)(b, &u.Kind, stream);           \
     break;
-  case OP_FUSED_APPEND:
-    status = ((fused_fn)fn)(b, &u.fused_append, stream);
-    break;
-  case OP_SLOT_MAPPING:
-    status = ((slot_fn)fn)(b, &u.slot_mapping, stream);
-    break;
-  case OP_GATHER:
-    status = ((gather_fn)fn)(b, &u.gather, stream);
-    break;
-  case OP_MLA_APPEND:
-    status = ((mla_fn)fn)(b, &u.mla_append, stream);
-    break;
-  case OP_MLA_FUSED_APPEND:
-    status = ((mla_fused_fn)fn)(b, &u.mla_fused_append, stream);
-    break;
-  case OP_PAGED_KV_APPEND:
-    status = ((paged_fn)fn)(b, &u.paged_kv_append, stream);
-    break;
+    KVRT_FOR_EACH_KIND(KVEXT_CALL)
+#undef KVEXT_CALL
   }
   Py_END_ALLOW_THREADS;
   return status;
 }
 
-/* The number of tensors each operation's args struct takes. */
-static const int OpTensors[NUM_OPS] = {9, 11, 4, 9, 5, 7, 12};
-
-static int check_op(int op) {
-  if (op < 0 || op >= NUM_OPS) {
-    PyErr_Format(PyExc_ValueError, "kvgen._kvext: no operation %d", op);
+static int check_kind(int kind) {
+  if (kind < 0 || kind >= NUM_KINDS) {
+    PyErr_Format(PyExc_ValueError, "kvgen._kvext: no kind %d", kind);
     return -1;
   }
-  if (!kvext_entry[op]) {
-    PyErr_Format(PyExc_RuntimeError, "this libkvrt has no %s", OpNames[op]);
+  return 0;
+}
+
+/* -1 with a Python error where `n` tensors are too many for `kind`. */
+static int check_count(int kind, Py_ssize_t n) {
+  if (n > Kinds[kind].num_tensors) {
+    PyErr_Format(PyExc_ValueError, "%s takes %d tensors, got %zd",
+                 Kinds[kind].args->entry, Kinds[kind].num_tensors, n);
     return -1;
   }
   return 0;
@@ -197,17 +186,16 @@ int kvext_as_pointer(PyObject *o, void **out) {
   return PyErr_Occurred() ? -1 : 0;
 }
 
-/* init(append, fused_append, build_slot_mapping, gather, mla_append,
- *      mla_fused_append, paged_kv_append): kvrt's entry points, as the
- * addresses of the loaded libkvrt's symbols (0 or None: absent). */
+/* init(*addresses): kvrt's entry points, one per kind in KINDS' order, as
+ * the addresses of the loaded libkvrt's symbols (0 or None: absent). */
 static PyObject *kvext_init(PyObject *self, PyObject *args) {
   (void)self;
-  if (PyTuple_Size(args) != NUM_OPS) {
-    PyErr_Format(PyExc_TypeError, "init: expected %d addresses", NUM_OPS);
+  if (PyTuple_Size(args) != NUM_KINDS) {
+    PyErr_Format(PyExc_TypeError, "init: expected %d addresses", NUM_KINDS);
     return NULL;
   }
-  void *found[NUM_OPS];
-  for (int i = 0; i < NUM_OPS; ++i)
+  void *found[NUM_KINDS];
+  for (int i = 0; i < NUM_KINDS; ++i)
     if (kvext_as_pointer(PyTuple_GetItem(args, i), &found[i]))
       return NULL;
   memcpy(kvext_entry, found, sizeof(kvext_entry));
@@ -274,23 +262,25 @@ static int from_desc(PyObject *d, tensors *t, int i) {
   return 0;
 }
 
-/* launch(op, handle, kernel, variant, stream, descs) -> kvrt_status: one
+/* launch(kind, handle, kernel, variant, stream, descs) -> kvrt_status: one
  * launch of tensors described in Python (None where absent). */
 static PyObject *kvext_launch(PyObject *self, PyObject *args) {
   (void)self;
-  int op, variant;
+  int kind, variant;
   PyObject *handle, *kernel, *stream, *descs;
-  if (!PyArg_ParseTuple(args, "iOOiOO!", &op, &handle, &kernel, &variant,
+  if (!PyArg_ParseTuple(args, "iOOiOO!", &kind, &handle, &kernel, &variant,
                         &stream, &PyTuple_Type, &descs))
     return NULL;
-  if (check_op(op))
+  if (check_kind(kind))
     return NULL;
-  Py_ssize_t n = PyTuple_Size(descs);
-  if (n > OpTensors[op]) {
-    PyErr_Format(PyExc_ValueError, "%s takes %d tensors, got %zd", OpNames[op],
-                 OpTensors[op], n);
+  if (!kvext_entry[kind]) {
+    PyErr_Format(PyExc_RuntimeError, "this libkvrt has no %s",
+                 Kinds[kind].args->entry);
     return NULL;
   }
+  Py_ssize_t n = PyTuple_Size(descs);
+  if (check_count(kind, n))
+    return NULL;
   void *h, *s;
   if (kvext_as_pointer(handle, &h) || kvext_as_pointer(stream, &s))
     return NULL;
@@ -303,30 +293,25 @@ static PyObject *kvext_launch(PyObject *self, PyObject *args) {
     if (from_desc(PyTuple_GetItem(descs, i), &t, (int)i))
       return NULL;
   /* The objects the launch reads (the name) stay alive: `args` holds them. */
-  return PyLong_FromLong(kvext_call_kvrt(op, h, name, variant, s, &t));
+  return PyLong_FromLong(kvext_call_kvrt(kind, h, name, variant, s, &t));
 }
 
-/* args_struct(op, kernel, variant, tensors) -> bytes: op's args struct as
- * kvrt.h lays it out, for scripts that call libkvrt through ctypes (see
+/* args_struct(kind, kernel, variant, tensors) -> bytes: kind's args struct
+ * as kvrt.h lays it out, for scripts that call libkvrt through ctypes (see
  * kvgen.capi). `kernel` and `tensors` are addresses (a C string, DLTensors;
  * 0 or None where absent) that the caller keeps alive. */
 static PyObject *kvext_args_struct(PyObject *self, PyObject *args) {
   (void)self;
-  int op, variant;
+  int kind, variant;
   PyObject *kernel, *ptrs;
-  if (!PyArg_ParseTuple(args, "iOiO!", &op, &kernel, &variant, &PyTuple_Type,
+  if (!PyArg_ParseTuple(args, "iOiO!", &kind, &kernel, &variant, &PyTuple_Type,
                         &ptrs))
     return NULL;
-  if (op < 0 || op >= NUM_OPS) {
-    PyErr_Format(PyExc_ValueError, "kvgen._kvext: no operation %d", op);
+  if (check_kind(kind))
     return NULL;
-  }
   Py_ssize_t n = PyTuple_Size(ptrs);
-  if (n > OpTensors[op]) {
-    PyErr_Format(PyExc_ValueError, "%s takes %d tensors, got %zd", OpNames[op],
-                 OpTensors[op], n);
+  if (check_count(kind, n))
     return NULL;
-  }
   const DLTensor *p[MAX_TENSORS] = {0};
   void *name, *x;
   if (kvext_as_pointer(kernel, &name))
@@ -337,7 +322,7 @@ static PyObject *kvext_args_struct(PyObject *self, PyObject *args) {
     p[i] = (const DLTensor *)x;
   }
   any_args u;
-  size_t size = fill_args(op, (const char *)name, variant, p, &u);
+  size_t size = fill_args(kind, (const char *)name, variant, p, &u);
   return PyBytes_FromStringAndSize((const char *)&u, (Py_ssize_t)size);
 }
 
@@ -368,28 +353,120 @@ static struct PyModuleDef Module = {
     NULL,
 };
 
+/* The ABI's parameters (include/kvgen/ABI/Params.def): what the package
+ * asks of a kind's tensors (which are optional, which it writes). */
+enum {
+#define KVGEN_ABI_PARAM(Id, Name, Role, Element) PARAM_##Id,
+#include <kvgen/ABI/Params.def>
+  NUM_PARAMS,
+};
+
+static const struct {
+  const char *name, *role;
+} Params[NUM_PARAMS] = {
+#define KVGEN_ABI_PARAM(Id, Name, Role, Element) {Name, #Role},
+#include <kvgen/ABI/Params.def>
+};
+
+static const struct {
+  int kind, param;
+  const char *when;
+} KindParams[] = {
+#define KVGEN_ABI_KERNEL_PARAM(Kind, Id, When) {KIND_##Kind, PARAM_##Id, #When},
+#include <kvgen/ABI/Params.def>
+};
+
+static const struct {
+  int kind, param;
+} KindWrites[] = {
+#define KVGEN_ABI_KERNEL_WRITES(Kind, Id) {KIND_##Kind, PARAM_##Id},
+#include <kvgen/ABI/Params.def>
+};
+
+static const struct {
+  const char *rows, *slot, *entry;
+} Traits[NUM_KINDS] = {
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry)                     \
+  {#Rows, #Slot, #Entry},
+#include <kvgen/ABI/KernelKinds.def>
+};
+
+/* KINDS: for each kind, in KernelKinds.def's order, (name, rows, slot,
+ * entry, entry point, has a variant, its args struct's tensors in order,
+ * its parameters as (name, role, when) in ABI order, the buffers it
+ * writes). The package builds its launches from it (kvgen/_kinds.py). */
+static PyObject *kinds_table(void) {
+  PyObject *all = PyTuple_New(NUM_KINDS);
+  for (int k = 0; all && k < NUM_KINDS; ++k) {
+    const kind_launch *l = &Kinds[k];
+    PyObject *tensors = PyTuple_New(l->num_tensors);
+    for (int i = 0; tensors && i < l->num_tensors; ++i)
+      PyTuple_SetItem(tensors, i, PyUnicode_FromString(l->name[i]));
+    PyObject *params = PyList_New(0), *writes = PyList_New(0);
+    for (size_t i = 0; params && i < sizeof(KindParams) / sizeof(KindParams[0]);
+         ++i) {
+      if (KindParams[i].kind != k)
+        continue;
+      PyObject *row =
+          Py_BuildValue("(sss)", Params[KindParams[i].param].name,
+                        Params[KindParams[i].param].role, KindParams[i].when);
+      if (!row || PyList_Append(params, row)) {
+        Py_XDECREF(row);
+        Py_CLEAR(params);
+        break;
+      }
+      Py_DECREF(row);
+    }
+    for (size_t i = 0; writes && i < sizeof(KindWrites) / sizeof(KindWrites[0]);
+         ++i) {
+      if (KindWrites[i].kind != k)
+        continue;
+      PyObject *name = PyUnicode_FromString(Params[KindWrites[i].param].name);
+      if (!name || PyList_Append(writes, name)) {
+        Py_XDECREF(name);
+        Py_CLEAR(writes);
+        break;
+      }
+      Py_DECREF(name);
+    }
+    PyObject *row = NULL;
+    if (tensors && params && writes && !PyErr_Occurred())
+      row = Py_BuildValue("(sssssOOOO)", KindNames[k], Traits[k].rows,
+                          Traits[k].slot, Traits[k].entry, l->args->entry,
+                          l->args->variant >= 0 ? Py_True : Py_False, tensors,
+                          params, writes);
+    Py_XDECREF(tensors);
+    Py_XDECREF(params);
+    Py_XDECREF(writes);
+    if (!row) {
+      Py_DECREF(all);
+      return NULL;
+    }
+    PyTuple_SetItem(all, k, row);
+  }
+  return all;
+}
+
 PyMODINIT_FUNC PyInit__kvext(void) {
+  if (build_kinds())
+    return NULL;
   PyObject *m = PyModule_Create(&Module);
   if (!m)
     return NULL;
-  /* The operation numbers launch() takes and the flags remember() takes. */
+  PyObject *kinds = kinds_table();
+  if (!kinds || PyModule_AddObject(m, "KINDS", kinds)) {
+    Py_XDECREF(kinds);
+    Py_DECREF(m);
+    return NULL;
+  }
+  /* The flags remember() takes. */
   static const struct {
     const char *name;
     long value;
   } Constants[] = {
-      {"APPEND", OP_APPEND},
-      {"FUSED_APPEND", OP_FUSED_APPEND},
-      {"SLOT_MAPPING", OP_SLOT_MAPPING},
-      {"GATHER", OP_GATHER},
-      {"MLA_APPEND", OP_MLA_APPEND},
-      {"MLA_FUSED_APPEND", OP_MLA_FUSED_APPEND},
-      {"PAGED_KV_APPEND", OP_PAGED_KV_APPEND},
-      {"FAST_FLASH", FAST_FLASH},
-      {"FAST_PAGED", FAST_PAGED},
-      {"FAST_MLA", FAST_MLA},
-      {"F_HND", F_HND},
-      {"F_SCALES", F_SCALES},
-      {"F_STACKED", F_STACKED},
+      {"FAST_FLASH", FAST_FLASH}, {"FAST_PAGED", FAST_PAGED},
+      {"FAST_MLA", FAST_MLA},     {"F_HND", F_HND},
+      {"F_SCALES", F_SCALES},     {"F_STACKED", F_STACKED},
   };
   for (size_t i = 0; i < sizeof(Constants) / sizeof(Constants[0]); ++i)
     if (PyModule_AddIntConstant(m, Constants[i].name, Constants[i].value)) {

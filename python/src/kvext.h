@@ -44,16 +44,13 @@ typedef struct kvext_exchange_api {
                              void **out_stream);
 } kvext_exchange_api;
 
-/* The operations, in the order of init()'s arguments. */
+/* The kernel kinds, in include/kvgen/ABI/KernelKinds.def's order: the
+ * numbers launch() and args_struct() take, and the order of init()'s entry
+ * points. */
 enum {
-  OP_APPEND,
-  OP_FUSED_APPEND,
-  OP_SLOT_MAPPING,
-  OP_GATHER,
-  OP_MLA_APPEND,
-  OP_MLA_FUSED_APPEND,
-  OP_PAGED_KV_APPEND,
-  NUM_OPS,
+#define KVGEN_ABI_KERNEL_KIND(Id, Name, Rows, Slot, Entry) KIND_##Id,
+#include <kvgen/ABI/KernelKinds.def>
+  NUM_KINDS,
 };
 
 /* A launch's tensors: DLTensors over arrays of this frame (the ops trim and
@@ -74,12 +71,12 @@ enum {
   F_STACKED = 4, /* paged: one [pages, 2, ...] tensor holds K and V */
 };
 
-/* kvrt's entry points, by operation (kvext.c's init()); NULL where absent. */
-extern void *kvext_entry[NUM_OPS];
+/* kvrt's entry points, by kind (kvext.c's init()); NULL where absent. */
+extern void *kvext_entry[NUM_KINDS];
 
-/* One kvrt call of `op` over the tensors of `t`, the GIL released (kvrt may
- * wait on the driver). */
-kvrt_status kvext_call_kvrt(int op, void *handle, const char *kernel,
+/* One kvrt call of kind `kind` over the tensors of `t` (in its args struct's
+ * order), the GIL released (kvrt may wait on the driver). */
+kvrt_status kvext_call_kvrt(int kind, void *handle, const char *kernel,
                             int variant, void *stream, const tensors *t);
 
 /* `o` as an address: None is NULL. -1 with a Python error otherwise. */

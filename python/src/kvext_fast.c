@@ -282,7 +282,7 @@ static void move(tensors *a, int to, const tensors *t, int from) {
 /* The launch of a hit: the row checks Python makes per call, the views, the
  * stream. -1: not handled (Python's path refuses or handles it). */
 static long fast_launch(int fast, const entry *x, tensors *t) {
-  int op;
+  int kind;
   tensors a; /* in kvrt's order */
   memset(a.ptr, 0, sizeof(a.ptr));
   const DLTensor *first;
@@ -291,7 +291,7 @@ static long fast_launch(int fast, const entry *x, tensors *t) {
     int64_t n = t->shape[4][0];
     if (t->shape[0][0] < n || t->shape[1][0] < n)
       return -1;
-    op = OP_APPEND;
+    kind = KIND_Append;
     move(&a, 0, t, 0);
     move(&a, 1, t, 1);
     move(&a, 2, t, 4);
@@ -318,7 +318,7 @@ static long fast_launch(int fast, const entry *x, tensors *t) {
       return -1;
     if (x->flags & F_STACKED)
       split_stacked(t, 4);
-    op = OP_PAGED_KV_APPEND;
+    kind = KIND_PagedKvAppend;
     move(&a, 0, t, 0);
     move(&a, 1, t, 1);
     move(&a, 2, t, 2);
@@ -333,7 +333,7 @@ static long fast_launch(int fast, const entry *x, tensors *t) {
     int64_t n = t->shape[3][0];
     if (t->shape[0][0] < n || t->shape[1][0] < n)
       return -1;
-    op = OP_MLA_APPEND;
+    kind = KIND_MlaAppend;
     move(&a, 0, t, 0);
     move(&a, 1, t, 1);
     move(&a, 2, t, 3);
@@ -349,7 +349,7 @@ static long fast_launch(int fast, const entry *x, tensors *t) {
   default:
     return -1;
   }
-  if (!kvext_entry[op])
+  if (!kvext_entry[kind])
     return -1;
   first = a.ptr[0];
   void *stream = NULL;
@@ -370,7 +370,7 @@ static long fast_launch(int fast, const entry *x, tensors *t) {
   Py_INCREF(kernel);
   ++Hits[fast];
   kvrt_status status =
-      kvext_call_kvrt(op, handle, PyBytes_AsString(kernel), 0, stream, &a);
+      kvext_call_kvrt(kind, handle, PyBytes_AsString(kernel), 0, stream, &a);
   Py_DECREF(kernel);
   Py_DECREF(bundle);
   return (long)status;

@@ -432,21 +432,18 @@ FailureOr<std::string> driver::descriptionFromFlags() {
     abi::KernelKind kind;
     if (failed(parseABI("kernels", k, abi::kKindNames, &kind)))
       return failure();
-    // What each kind's op takes besides the cache: the dtype K and V come
-    // from, or the dtype a gather writes.
+    // What each kind's op takes besides the cache: the dtype the rows come
+    // from, or the dtype it writes them in (a latent kind's verifier asks
+    // for a latent cache).
     std::string clause;
-    switch (kind) {
-    case abi::KernelKind::Append:
-    case abi::KernelKind::FusedAppend:
-    case abi::KernelKind::MlaAppend: // the verifier asks for a latent cache
-    case abi::KernelKind::MlaFusedAppend:
-    case abi::KernelKind::PagedKvAppend:
+    switch (abi::kindTraits(kind).rows) {
+    case abi::KindRows::Into:
       clause = " from " + *dtype;
       break;
-    case abi::KernelKind::SlotMapping:
-      break;
-    case abi::KernelKind::Gather:
+    case abi::KindRows::OutOf:
       clause = " to " + *dtype;
+      break;
+    case abi::KindRows::None:
       break;
     }
     text += ("  kv." + k + " @" + nameFlag + "_" + k + " : " + cache + clause +

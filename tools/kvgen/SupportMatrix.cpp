@@ -102,17 +102,21 @@ struct Checker {
     return dtype;
   }
 
-  /// What a kind's op takes after its cache, read off its ODS arguments:
+  /// What a kind's op takes after its cache, as its rows trait says:
   /// " from " the rows' type, " to " it, or nothing.
   StringRef clauseOf(abi::KernelKind kind) {
-    std::optional<RegisteredOperationName> op = RegisteredOperationName::lookup(
-        (Twine("kv.") + abi::kindName(kind)).str(), &context);
-    if (!op)
+    if (!RegisteredOperationName::lookup(
+            (Twine("kv.") + abi::kindName(kind)).str(), &context))
       llvm::report_fatal_error(Twine("the ABI's kernel kind '") +
                                abi::kindName(kind) + "' has no kv op");
-    for (StringAttr name : op->getAttributeNames())
-      if (name.getValue() == "source_type" || name.getValue() == "output_type")
-        return name.getValue() == "source_type" ? " from " : " to ";
+    switch (abi::kindTraits(kind).rows) {
+    case abi::KindRows::Into:
+      return " from ";
+    case abi::KindRows::OutOf:
+      return " to ";
+    case abi::KindRows::None:
+      break;
+    }
     return "";
   }
 

@@ -29,22 +29,29 @@ using KernelVariant = abi::Variant;
 struct KernelPlan {
   std::string name;
   KernelKind kind;
-  /// mla_append and mla_fused_append: the entry is kv_c then k_pe.
+  /// The kind's traits (KernelKinds.def), which the plan and the loop nest
+  /// ask instead of naming kinds.
+  abi::KindTraits traits() const { return abi::kindTraits(kind); }
+  /// Rows of a latent cache's entry (kv_c then k_pe) into the cache.
   bool writesLatent() const {
-    return kind == KernelKind::MlaAppend || kind == KernelKind::MlaFusedAppend;
+    return traits().rows == abi::KindRows::Into &&
+           traits().entry == abi::KindEntry::Latent;
   }
-  /// fused_append and mla_fused_append: the slot comes from the block table.
+  /// The slot comes from the block table and positions.
   bool slotFromBlockTable() const {
-    return kind == KernelKind::FusedAppend ||
-           kind == KernelKind::MlaFusedAppend;
+    return traits().slot == abi::KindSlot::BlockTable;
   }
-  /// paged_kv_append: the slot comes from FlashInfer's ragged page table.
-  bool slotFromPageTable() const { return kind == KernelKind::PagedKvAppend; }
-  /// An append of K and V rows (not latent) through any slot rule.
+  /// The slot comes from FlashInfer's ragged page table.
+  bool slotFromPageTable() const {
+    return traits().slot == abi::KindSlot::PageTable;
+  }
+  /// K and V rows (not latent) into the cache, through any slot rule.
   bool appendsRows() const {
-    return kind == KernelKind::Append || kind == KernelKind::FusedAppend ||
-           kind == KernelKind::PagedKvAppend;
+    return traits().rows == abi::KindRows::Into &&
+           traits().entry == abi::KindEntry::KV;
   }
+  /// Rows out of the cache into outputs (the rows' type is the outputs').
+  bool readsRows() const { return traits().rows == abi::KindRows::OutOf; }
   KernelVariant variant;
   /// Whether the kernel moves whole chunks with vector accesses (the vector
   /// and wide variants), under the alignment promise.

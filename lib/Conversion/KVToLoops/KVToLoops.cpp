@@ -303,6 +303,18 @@ Value KernelBuilder::loadSlot(Value t32) {
                                 /*nontemporal=*/false, llvm::MaybeAlign(8));
 }
 
+Value KernelBuilder::emitSlot(Value t, Value t32) {
+  switch (plan.traits().slot) {
+  case abi::KindSlot::Mapping:
+    return loadSlot(t32);
+  case abi::KindSlot::BlockTable:
+    return emitSlotFromBlockTable(t);
+  case abi::KindSlot::PageTable:
+    return emitSlotFromPageTable(t);
+  }
+  llvm_unreachable("a slot rule KernelKinds.def does not have");
+}
+
 void KernelBuilder::build() {
   Value zero = index(0);
   Value one = index(1);
@@ -325,12 +337,8 @@ void KernelBuilder::build() {
   Value t = ext(t32);
   Value c = loop.getInductionVars()[1];
 
-  switch (plan.kind) {
-  case KernelKind::Append:
-  case KernelKind::MlaAppend:
-  case KernelKind::MlaFusedAppend:
-  case KernelKind::FusedAppend:
-  case KernelKind::PagedKvAppend: {
+  switch (plan.traits().rows) {
+  case abi::KindRows::Into: {
     // The address math that does not need the slot comes first, so that it
     // runs while the slot is loaded (or computed); a dynamic scale's group
     // walks its chunks in loops after the check instead.
@@ -354,22 +362,16 @@ void KernelBuilder::build() {
             mark(kvDialect.getBeforeSlotAttrHelper(), v);
       }
     }
-    Value slot = plan.slotFromBlockTable()  ? emitSlotFromBlockTable(t)
-                 : plan.slotFromPageTable() ? emitSlotFromPageTable(t)
-                                            : loadSlot(t32);
-    emitAppendChunk(slot, t, c, chunks);
+    emitAppendChunk(emitSlot(t, t32), t, c, chunks);
     break;
   }
-  case KernelKind::SlotMapping:
-    memref::StoreOp::create(b, emitSlotFromBlockTable(t),
-                            arg(abi::Param::SlotMapping),
+  case abi::KindRows::None: // slot_mapping: the slots themselves
+    memref::StoreOp::create(b, emitSlot(t, t32), arg(abi::Param::SlotMapping),
                             ValueRange{toIndex(t)});
     break;
-  case KernelKind::Gather: {
-    Value slot = loadSlot(t32);
-    emitGatherChunk(slot, t, c);
+  case abi::KindRows::OutOf:
+    emitGatherChunk(emitSlot(t, t32), t, c);
     break;
-  }
   }
 }
 
@@ -454,9 +456,7 @@ struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
     }
     SmallVector<Operation *> kernels;
     for (Operation &op : module.getBody()->getOperations())
-      if (isa<kv::AppendOp, kv::MlaAppendOp, kv::SlotMappingOp,
-              kv::FusedAppendOp, kv::MlaFusedAppendOp, kv::PagedKvAppendOp,
-              kv::GatherOp>(op))
+      if (kv::getKernelOpInfo(&op))
         kernels.push_back(&op);
 
     for (Operation *op : kernels) {

@@ -146,7 +146,7 @@ private:
   }
   SourceStrides sourceStrides(bool isKey) {
     using P = abi::Param;
-    if (plan.kind == KernelKind::Gather)
+    if (plan.readsRows())
       return isKey ? SourceStrides{arg(P::KeyOutStrideToken),
                                    arg(P::KeyOutStrideHead),
                                    arg(P::KeyOutStrideDim)}
@@ -168,6 +168,8 @@ private:
   /// Token t's slot from FlashInfer's ragged page table (paged_kv_append),
   /// -1 where any index is out of range; docs/CONTRACT.md has the rule.
   Value emitSlotFromPageTable(Value t);
+  /// Token t's slot by the kind's slot rule (its Slot trait).
+  Value emitSlot(Value t, Value t32);
   /// Opens `if (slot is valid)` and sets `block` and `pos`; the caller
   /// builds inside it.
   void emitIfValidSlot(Value slot, Value &block, Value &pos);

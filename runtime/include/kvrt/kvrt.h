@@ -323,6 +323,82 @@ typedef struct kvrt_gather_args {
 kvrt_status kvrt_gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
                         kvrt_stream stream);
 
+/* Every kind's launch as a list, for a binding that generates its calls
+ * instead of spelling one per kind (kvrt.hpp's Bundle::launch, the Python
+ * package's extension). A new kind adds its rows here, beside its struct.
+ *
+ * KVRT_KIND(Kind, args struct, first version's size, entry point, Variant or
+ * NoVariant): Kind as include/kvgen/ABI/KernelKinds.def names it; Variant
+ * where the struct has a `variant` field.
+ * KVRT_KIND_TENSOR(args struct, field, Param): the struct's tensor fields, in
+ * struct order; each is the kind's buffer parameter Param
+ * (include/kvgen/ABI/Params.def), whose name the field bears. */
+#define KVRT_FOR_EACH_KIND(X)                                                  \
+  X(Append, kvrt_append_args, KVRT_APPEND_ARGS_STRUCT_SIZE, kvrt_append,       \
+    Variant)                                                                   \
+  X(SlotMapping, kvrt_slot_mapping_args, KVRT_SLOT_MAPPING_ARGS_STRUCT_SIZE,   \
+    kvrt_build_slot_mapping, NoVariant)                                        \
+  X(FusedAppend, kvrt_fused_append_args, KVRT_FUSED_APPEND_ARGS_STRUCT_SIZE,   \
+    kvrt_fused_append, Variant)                                                \
+  X(Gather, kvrt_gather_args, KVRT_GATHER_ARGS_STRUCT_SIZE, kvrt_gather,       \
+    Variant)                                                                   \
+  X(MlaAppend, kvrt_mla_append_args, KVRT_MLA_APPEND_ARGS_STRUCT_SIZE,         \
+    kvrt_mla_append, Variant)                                                  \
+  X(MlaFusedAppend, kvrt_mla_fused_append_args,                                \
+    KVRT_MLA_FUSED_APPEND_ARGS_STRUCT_SIZE, kvrt_mla_fused_append, Variant)    \
+  X(PagedKvAppend, kvrt_paged_kv_append_args,                                  \
+    KVRT_PAGED_KV_APPEND_ARGS_STRUCT_SIZE, kvrt_paged_kv_append, Variant)
+
+#define KVRT_KIND_SCALE_TENSORS(X, S)                                          \
+  X(S, key_scale, KeyScale)                                                    \
+  X(S, value_scale, ValueScale)                                                \
+  X(S, key_scale_cache, KeyScaleCache)                                         \
+  X(S, value_scale_cache, ValueScaleCache)
+#define KVRT_KIND_REQUEST_TENSORS(X, S)                                        \
+  X(S, block_table, BlockTable)                                                \
+  X(S, query_start_loc, QueryStartLoc)                                         \
+  X(S, context_lens, ContextLens)
+#define KVRT_FOR_EACH_KIND_TENSOR(X)                                           \
+  X(kvrt_append_args, key, Key)                                                \
+  X(kvrt_append_args, value, Value)                                            \
+  X(kvrt_append_args, slot_mapping, SlotMapping)                               \
+  X(kvrt_append_args, key_cache, KeyCache)                                     \
+  X(kvrt_append_args, value_cache, ValueCache)                                 \
+  KVRT_KIND_SCALE_TENSORS(X, kvrt_append_args)                                 \
+  KVRT_KIND_REQUEST_TENSORS(X, kvrt_slot_mapping_args)                         \
+  X(kvrt_slot_mapping_args, slot_mapping, SlotMapping)                         \
+  X(kvrt_fused_append_args, key, Key)                                          \
+  X(kvrt_fused_append_args, value, Value)                                      \
+  KVRT_KIND_REQUEST_TENSORS(X, kvrt_fused_append_args)                         \
+  X(kvrt_fused_append_args, key_cache, KeyCache)                               \
+  X(kvrt_fused_append_args, value_cache, ValueCache)                           \
+  KVRT_KIND_SCALE_TENSORS(X, kvrt_fused_append_args)                           \
+  X(kvrt_gather_args, key_cache, KeyCache)                                     \
+  X(kvrt_gather_args, value_cache, ValueCache)                                 \
+  X(kvrt_gather_args, slot_mapping, SlotMapping)                               \
+  X(kvrt_gather_args, key_out, KeyOut)                                         \
+  X(kvrt_gather_args, value_out, ValueOut)                                     \
+  KVRT_KIND_SCALE_TENSORS(X, kvrt_gather_args)                                 \
+  X(kvrt_mla_append_args, kv_c, KvC)                                           \
+  X(kvrt_mla_append_args, k_pe, KPe)                                           \
+  X(kvrt_mla_append_args, slot_mapping, SlotMapping)                           \
+  X(kvrt_mla_append_args, key_cache, KeyCache)                                 \
+  X(kvrt_mla_append_args, key_scale, KeyScale)                                 \
+  X(kvrt_mla_fused_append_args, kv_c, KvC)                                     \
+  X(kvrt_mla_fused_append_args, k_pe, KPe)                                     \
+  KVRT_KIND_REQUEST_TENSORS(X, kvrt_mla_fused_append_args)                     \
+  X(kvrt_mla_fused_append_args, key_cache, KeyCache)                           \
+  X(kvrt_mla_fused_append_args, key_scale, KeyScale)                           \
+  X(kvrt_paged_kv_append_args, key, Key)                                       \
+  X(kvrt_paged_kv_append_args, value, Value)                                   \
+  X(kvrt_paged_kv_append_args, batch_indices, BatchIndices)                    \
+  X(kvrt_paged_kv_append_args, positions, Positions)                           \
+  X(kvrt_paged_kv_append_args, kv_indices, KvIndices)                          \
+  X(kvrt_paged_kv_append_args, kv_indptr, KvIndptr)                            \
+  X(kvrt_paged_kv_append_args, key_cache, KeyCache)                            \
+  X(kvrt_paged_kv_append_args, value_cache, ValueCache)                        \
+  KVRT_KIND_SCALE_TENSORS(X, kvrt_paged_kv_append_args)
+
 /* Copy whole cache blocks (vLLM's swap_blocks): for each pair (s, d) of
  * block_mapping, block d of dst becomes a copy of block s of src. No kernel:
  * a memcpy per pair on the host, cuMemcpyAsync on `stream` where a cache is

@@ -8,7 +8,10 @@
 //   if (kvrt::Status status = kvrt::Bundle::loadFile(path, bundle); !status)
 //     std::cerr << status.toString() << "\n";
 //   kvrt_append_args args = KVRT_ARGS_INIT(kvrt_append_args);
-//   kvrt::Status status = bundle.append(args, stream);
+//   kvrt::Status status = bundle.launch(args, stream);
+//
+// launch() has an overload for each kind's args struct, made from kvrt.h's
+// KVRT_FOR_EACH_KIND, so that a new kind needs nothing here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -107,23 +110,32 @@ public:
     return Status::fromCode(
         kvrt_bundle_set_host_kernel(bundle, kernelName, fn));
   }
+  /// One launch: the entry point of the kind whose args struct `args` is.
+#define KVRT_HPP_LAUNCH(Kind, Struct, FirstSize, Entry, HasVariant)            \
+  Status launch(const Struct &args, kvrt_stream stream = nullptr) {            \
+    return Status::fromCode(Entry(bundle, &args, stream));                     \
+  }
+  KVRT_FOR_EACH_KIND(KVRT_HPP_LAUNCH)
+#undef KVRT_HPP_LAUNCH
+
+  /// launch() by the names of earlier releases.
   Status append(const kvrt_append_args &args, kvrt_stream stream = nullptr) {
-    return Status::fromCode(kvrt_append(bundle, &args, stream));
+    return launch(args, stream);
   }
   Status buildSlotMapping(const kvrt_slot_mapping_args &args,
                           kvrt_stream stream = nullptr) {
-    return Status::fromCode(kvrt_build_slot_mapping(bundle, &args, stream));
+    return launch(args, stream);
   }
   Status fusedAppend(const kvrt_fused_append_args &args,
                      kvrt_stream stream = nullptr) {
-    return Status::fromCode(kvrt_fused_append(bundle, &args, stream));
+    return launch(args, stream);
   }
   Status pagedKvAppend(const kvrt_paged_kv_append_args &args,
                        kvrt_stream stream = nullptr) {
-    return Status::fromCode(kvrt_paged_kv_append(bundle, &args, stream));
+    return launch(args, stream);
   }
   Status gather(const kvrt_gather_args &args, kvrt_stream stream = nullptr) {
-    return Status::fromCode(kvrt_gather(bundle, &args, stream));
+    return launch(args, stream);
   }
   /// Programmatic dependent launch (kvrt_bundle_set_programmatic_launch).
   Status setProgrammaticLaunch(bool enabled) {

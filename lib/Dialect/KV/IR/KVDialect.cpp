@@ -18,6 +18,7 @@
 
 using namespace mlir;
 using namespace kvgen::kv;
+namespace abi = kvgen::abi;
 
 #include "kvgen/Dialect/KV/IR/KVOpsDialect.cpp.inc"
 
@@ -483,74 +484,91 @@ static LogicalResult verifyPaged(Operation *op, CacheType cache) {
   return success();
 }
 
-/// A latent cache is written by kv.mla_append only: its entry comes from two
-/// sources.
+/// The kinds that write a latent cache's rows, as a verifier names them:
+/// "kv.mla_append or kv.mla_fused_append".
+static std::string latentWriters() {
+  std::string names;
+  for (size_t i = 0; i < std::size(abi::kKindNames); ++i) {
+    abi::KindTraits traits = abi::kindTraits(static_cast<abi::KernelKind>(i));
+    if (traits.rows != abi::KindRows::Into ||
+        traits.entry != abi::KindEntry::Latent)
+      continue;
+    names +=
+        (names.empty() ? "kv." : " or kv.") + std::string(abi::kKindNames[i]);
+  }
+  return names;
+}
+
+/// A latent cache is written by the latent kinds only: its entry comes from
+/// two sources.
 static LogicalResult verifyNotLatent(Operation *op, CacheType cache) {
   if (cache.getLatent())
     return op->emitOpError() << "cannot write a latent cache: its entry is "
-                                "kv_c followed by k_pe (use kv.mla_append or "
-                                "kv.mla_fused_append)";
+                                "kv_c followed by k_pe (use "
+                             << latentWriters() << ")";
   return success();
 }
 
-LogicalResult AppendOp::verify() {
-  if (failed(verifyKernelName(*this, getSymName())) ||
-      failed(verifyNotLatent(*this, getCacheType())))
-    return failure();
-  return verifySourceType(*this, getCacheType(), getSourceType());
-}
-
-LogicalResult MlaAppendOp::verify() {
-  if (failed(verifyKernelName(*this, getSymName())))
-    return failure();
-  if (!getCacheType().getLatent())
-    return emitOpError() << "needs a latent cache (latent = #kv.latent<...>)";
-  return verifySourceType(*this, getCacheType(), getSourceType());
-}
-
-LogicalResult MlaFusedAppendOp::verify() {
-  if (failed(verifyKernelName(*this, getSymName())) ||
-      failed(verifyPaged(*this, getCacheType())))
-    return failure();
-  if (!getCacheType().getLatent())
-    return emitOpError() << "needs a latent cache (latent = #kv.latent<...>)";
-  return verifySourceType(*this, getCacheType(), getSourceType());
-}
-
-LogicalResult SlotMappingOp::verify() {
-  if (failed(verifyKernelName(*this, getSymName())))
-    return failure();
-  return verifyPaged(*this, getCacheType());
-}
-
-LogicalResult GatherOp::verify() {
-  if (failed(verifyKernelName(*this, getSymName())))
-    return failure();
-  // Reading back is the append's cast the other way round: the same rules.
-  Type output = getOutputType();
+/// Reading back is the append's cast the other way round: the same rules.
+static LogicalResult verifyOutputType(Operation *op, CacheType cache,
+                                      Type output) {
   if (!isPlainFloat(output))
-    return emitOpError() << "output dtype must be f32, f16 or bf16, got "
-                         << output;
-  Type dtype = getCacheType().getDtype();
-  if (getCacheType().getQuant() || output == dtype || output.isF32() ||
-      dtype.isF32())
+    return op->emitOpError()
+           << "output dtype must be f32, f16 or bf16, got " << output;
+  Type dtype = cache.getDtype();
+  if (cache.getQuant() || output == dtype || output.isF32() || dtype.isF32())
     return success();
-  return emitOpError() << "cannot cast " << dtype << " to " << output
-                       << ": the only casts are fp32 <-> 16-bit";
+  return op->emitOpError() << "cannot cast " << dtype << " to " << output
+                           << ": the only casts are fp32 <-> 16-bit";
 }
 
-LogicalResult FusedAppendOp::verify() {
-  if (failed(verifyKernelName(*this, getSymName())) ||
-      failed(verifyPaged(*this, getCacheType())) ||
-      failed(verifyNotLatent(*this, getCacheType())))
+LogicalResult kvgen::kv::verifyKernelOp(Operation *op, abi::KernelKind kind,
+                                        CacheType cache, Type rows) {
+  abi::KindTraits traits = abi::kindTraits(kind);
+  if (failed(verifyKernelName(op, SymbolTable::getSymbolName(op).getValue())))
     return failure();
-  return verifySourceType(*this, getCacheType(), getSourceType());
+  // A slot from the block table or a page table needs blocks.
+  if (traits.slot != abi::KindSlot::Mapping && failed(verifyPaged(op, cache)))
+    return failure();
+  switch (traits.rows) {
+  case abi::KindRows::Into:
+    if (traits.entry == abi::KindEntry::Latent && !cache.getLatent())
+      return op->emitOpError()
+             << "needs a latent cache (latent = #kv.latent<...>)";
+    if (traits.entry == abi::KindEntry::KV &&
+        failed(verifyNotLatent(op, cache)))
+      return failure();
+    return verifySourceType(op, cache, rows);
+  case abi::KindRows::OutOf:
+    return verifyOutputType(op, cache, rows);
+  case abi::KindRows::None:
+    break;
+  }
+  return success();
 }
 
-LogicalResult PagedKvAppendOp::verify() {
-  if (failed(verifyKernelName(*this, getSymName())) ||
-      failed(verifyPaged(*this, getCacheType())) ||
-      failed(verifyNotLatent(*this, getCacheType())))
-    return failure();
-  return verifySourceType(*this, getCacheType(), getSourceType());
+namespace {
+/// getKernelOpInfo for the ops `Ops` (the dialect's op list).
+template <typename... Ops> struct KernelOps {
+  static std::optional<KernelOpInfo> find(Operation *op) {
+    std::optional<KernelOpInfo> info;
+    (void)(tryOne<Ops>(op, info) || ...);
+    return info;
+  }
+  template <typename Op>
+  static bool tryOne(Operation *op, std::optional<KernelOpInfo> &info) {
+    auto kernel = dyn_cast<Op>(op);
+    if (!kernel)
+      return false;
+    info = KernelOpInfo{Op::kKind, kernel.getCacheType(), kernel.getRowsType()};
+    return true;
+  }
+};
+} // namespace
+
+std::optional<KernelOpInfo> kvgen::kv::getKernelOpInfo(Operation *op) {
+  return KernelOps<
+#define GET_OP_LIST
+#include "kvgen/Dialect/KV/IR/KVOps.cpp.inc"
+      >::find(op);
 }

@@ -17,6 +17,7 @@
 #include "kvgen/ABI/ABI.h"
 
 #include <iterator>
+#include <optional>
 
 namespace kvgen::kv {
 /// The dialect's layouts are the kernel ABI's (include/kvgen/ABI/
@@ -64,10 +65,27 @@ mlir::FailureOr<ScaleMode> parseScaleMode(mlir::AsmParser &parser);
 #define GET_TYPEDEF_CLASSES
 #include "kvgen/Dialect/KV/IR/KVOpsTypes.h.inc"
 
+namespace kvgen::kv {
+/// The verifier of every kernel op (KVOps.td): its name, and what its kind's
+/// traits ask of its cache and its rows' type (null: the kind moves none).
+llvm::LogicalResult verifyKernelOp(mlir::Operation *op, abi::KernelKind kind,
+                                   CacheType cache, mlir::Type rows);
+} // namespace kvgen::kv
+
 #define GET_OP_CLASSES
 #include "kvgen/Dialect/KV/IR/KVOps.h.inc"
 
 namespace kvgen::kv {
+/// What the compiler asks of a kernel op, whichever it is.
+struct KernelOpInfo {
+  abi::KernelKind kind;
+  CacheType cache;
+  /// The rows' element type: the source's, or the outputs' (null: none).
+  mlir::Type rows;
+};
+/// The kind, cache and rows of `op`, or nothing where `op` is no kernel op.
+std::optional<KernelOpInfo> getKernelOpInfo(mlir::Operation *op);
+
 /// Bytes of one element of a cache or source dtype (f32, f16, bf16, fp8, i8).
 int64_t getElementBytes(mlir::Type type);
 /// The dtype's name in bundles and messages: f32, f16, bf16, f8e4m3, ...

@@ -10,26 +10,45 @@ include "mlir/IR/BuiltinAttributes.td"
 // Each op is one kernel to generate. They live at module level and are
 // symbols, so a module can describe every kernel of a serving stack. Every
 // op names its cache; the ops that move rows name the rows' element type
-// too (KV_RowsIntoCacheOp, and kv.gather's `to`).
-class KV_KernelOp<string mnemonic> : KV_Op<mnemonic, [Symbol]> {
+// too (KV_RowsIntoCacheOp, and kv.gather's `to`). `kind` is the op's kernel
+// kind (its Id in include/kvgen/ABI/KernelKinds.def): the verifier, the plan
+// and the loop nest ask its traits, so an op needs no C++ of its own; `rows`
+// names the accessor of the rows' element type (SourceType, OutputType), if
+// the op has one.
+class KV_KernelOp<string mnemonic, string kind, string rows = "">
+    : KV_Op<mnemonic, [Symbol]> {
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    /// The kernel kind this op generates.
+    static constexpr ::kvgen::abi::KernelKind kKind =
+        ::kvgen::abi::KernelKind::}] # kind # [{;
     ::kvgen::kv::CacheType getCacheType() {
       return ::llvm::cast<::kvgen::kv::CacheType>(getCache());
+    }
+    /// The element type of the rows the kernel moves (null: none).
+    ::mlir::Type getRowsType() {
+      return }] # !if(!empty(rows), "::mlir::Type()", "get" # rows # "()") # [{;
+    }
+  }];
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return ::kvgen::kv::verifyKernelOp(*this, kKind, getCacheType(),
+                                         getRowsType());
     }
   }];
 }
 
 // A kernel that writes rows of `source_type` into the cache:
 // `kv.OP @name : !kv.cache<...> from TYPE`.
-class KV_RowsIntoCacheOp<string mnemonic> : KV_KernelOp<mnemonic> {
+class KV_RowsIntoCacheOp<string mnemonic, string kind>
+    : KV_KernelOp<mnemonic, kind, "SourceType"> {
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<KV_CacheType>:$cache,
                        TypeAttr:$source_type);
   let assemblyFormat = "$sym_name `:` $cache `from` $source_type attr-dict";
 }
 
-def KV_AppendOp : KV_RowsIntoCacheOp<"append"> {
+def KV_AppendOp : KV_RowsIntoCacheOp<"append", "Append"> {
   let summary = "Write new K and V rows into the cache through a slot mapping";
   let description = [{
     Generates one kernel that writes both K and V
@@ -45,7 +64,7 @@ def KV_AppendOp : KV_RowsIntoCacheOp<"append"> {
   }];
 }
 
-def KV_MlaAppendOp : KV_RowsIntoCacheOp<"mla_append"> {
+def KV_MlaAppendOp : KV_RowsIntoCacheOp<"mla_append", "MlaAppend"> {
   let summary = "Write kv_c and k_pe rows into an MLA latent cache";
   let description = [{
     Generates one kernel (vLLM's `concat_and_cache_mla`) that writes, for
@@ -63,7 +82,8 @@ def KV_MlaAppendOp : KV_RowsIntoCacheOp<"mla_append"> {
   }];
 }
 
-def KV_MlaFusedAppendOp : KV_RowsIntoCacheOp<"mla_fused_append"> {
+def KV_MlaFusedAppendOp
+    : KV_RowsIntoCacheOp<"mla_fused_append", "MlaFusedAppend"> {
   let summary = "Write kv_c and k_pe rows from the block table and positions";
   let description = [{
     `kv.mla_append` with `kv.fused_append`'s slots: each token's slot is
@@ -80,7 +100,7 @@ def KV_MlaFusedAppendOp : KV_RowsIntoCacheOp<"mla_fused_append"> {
   }];
 }
 
-def KV_SlotMappingOp : KV_KernelOp<"slot_mapping"> {
+def KV_SlotMappingOp : KV_KernelOp<"slot_mapping", "SlotMapping"> {
   let summary = "Compute slot_mapping from a block table and positions";
   let description = [{
     Generates a kernel that writes `slot_mapping [num_tokens]` from the block
@@ -98,7 +118,7 @@ def KV_SlotMappingOp : KV_KernelOp<"slot_mapping"> {
   let assemblyFormat = "$sym_name `:` $cache attr-dict";
 }
 
-def KV_FusedAppendOp : KV_RowsIntoCacheOp<"fused_append"> {
+def KV_FusedAppendOp : KV_RowsIntoCacheOp<"fused_append", "FusedAppend"> {
   let summary = "Append straight from the block table and positions";
   let description = [{
     `kv.slot_mapping` and `kv.append` in one kernel, one launch: each token's
@@ -111,7 +131,8 @@ def KV_FusedAppendOp : KV_RowsIntoCacheOp<"fused_append"> {
   }];
 }
 
-def KV_PagedKvAppendOp : KV_RowsIntoCacheOp<"paged_kv_append"> {
+def KV_PagedKvAppendOp
+    : KV_RowsIntoCacheOp<"paged_kv_append", "PagedKvAppend"> {
   let summary = "Append from FlashInfer's ragged page table, one launch";
   let description = [{
     FlashInfer's `append_paged_kv_cache` in one kernel: token `i` goes to
@@ -131,7 +152,7 @@ def KV_PagedKvAppendOp : KV_RowsIntoCacheOp<"paged_kv_append"> {
   }];
 }
 
-def KV_GatherOp : KV_KernelOp<"gather"> {
+def KV_GatherOp : KV_KernelOp<"gather", "Gather", "OutputType"> {
   let summary = "Read the rows of given slots back out of the cache";
   let description = [{
     Generates one kernel that reads K and V of `slot_mapping [n]` out of the
