@@ -9,7 +9,8 @@
 # anywhere, bench/targets.json, the fuzz dictionaries and corpora), one
 # constant per adapter of an external layout (_VLLM_LAYOUTS, PEER_LAYOUT).
 # A name that is also an English word (contiguous) counts where it is a
-# name: quoted, after `layout =` or `--layout=`, or inside an identifier.
+# name: quoted, after `layout =` or `--layout=`, or inside an identifier
+# (not PyTorch's `Tensor.is_contiguous()`).
 # Prints each offending line and exits 1; needs a git checkout.
 set -uo pipefail
 cd "${1:-$(dirname "$0")/..}" || exit 2
@@ -30,7 +31,12 @@ done
 hits=$(git grep -n -E "${patterns[@]}" -- . \
   ':!include/kvgen/ABI/Layouts.def' ':!docs' ':!*.md' ':!test' ':!*/test/*' \
   ':!python/tests' ':!*.mlir' ':!fuzz' ':!bench/targets.json' |
-  grep -v -E 'kv\.cache<layout = |^[^:]*:[0-9]+:(_VLLM_LAYOUTS|PEER_LAYOUT) = ')
+  grep -v -E 'kv\.cache<layout = |^[^:]*:[0-9]+:(_VLLM_LAYOUTS|PEER_LAYOUT) = ' |
+  while IFS= read -r line; do
+    if grep -q -E "${patterns[@]}" <<< "${line//is_contiguous(/}"; then
+      echo "$line"
+    fi
+  done)
 if [ -n "$hits" ]; then
   echo "check-layout-names.sh: code names a layout; ask its traits (abi::layoutInfo) instead:"
   echo "$hits"
