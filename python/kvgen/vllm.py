@@ -397,7 +397,8 @@ def convert_fp8(dst_cache, src_cache, scale=1.0, kv_dtype="fp8"):
 
 # vLLM's MLA gathers run on kvgen's fused_gather kernel (the block table
 # rule of fused_append, read the other way) over the latent cache described
-# as a K-only paged_nhd cache of one head whose row is the whole entry.
+# as a K-only paged cache (block, position, head, dim) of one head whose row
+# is the whole entry.
 _gatherers = {}
 _gatherers_lock = threading.Lock()
 # A raw copy moves bits: a 1-byte cache (fp8 or uint8) is copied as 16-bit
@@ -422,10 +423,11 @@ def _gatherer(op, device, block_size, entry, cache, output, quant):
     if quant is not None:
         q = (", quant = #kv.quant<kind = %s, granularity = per_tensor, "
              "mode = static>" % quant)
-    text = ("module {\n  kv.fused_gather @%s_gather : !kv.cache<layout = "
-            "paged_nhd, block_size = %d, num_kv_heads = 1, head_dim = %d, "
-            "dtype = %s, k_only = true%s> to %s\n}\n"
-            % (op, block_size, entry, cache, q, output))
+    cache_type = ("!kv.cache<layout = paged_nhd, block_size = %d, "
+                  "num_kv_heads = 1, head_dim = %d, dtype = %s, k_only = true"
+                  "%s>" % (block_size, entry, cache, q))
+    text = ("module {\n  kv.fused_gather @%s_gather : %s to %s\n}\n"
+            % (op, cache_type, output))
     try:
         bundle = compiler.compile(text, target=target, chip=chip)
     except errors.CompilerError as e:
