@@ -32,7 +32,9 @@
   X(kvrt_mla_append_args, MlaAppend, KVRT_MLA_APPEND_ARGS_STRUCT_SIZE,         \
     kvrt_mla_append)                                                           \
   X(kvrt_mla_fused_append_args, MlaFusedAppend,                                \
-    KVRT_MLA_FUSED_APPEND_ARGS_STRUCT_SIZE, kvrt_mla_fused_append)
+    KVRT_MLA_FUSED_APPEND_ARGS_STRUCT_SIZE, kvrt_mla_fused_append)             \
+  X(kvrt_fused_gather_args, FusedGather, KVRT_FUSED_GATHER_ARGS_STRUCT_SIZE,   \
+    kvrt_fused_gather)
 
 // KVRT_ARGS_TENSOR(Struct, field, Param): the tensor fields, in struct order.
 #define KVRT_SCALE_TENSORS(X, S)                                               \
@@ -83,7 +85,13 @@
   X(kvrt_mla_fused_append_args, k_pe, KPe)                                     \
   KVRT_REQUEST_TENSORS(X, kvrt_mla_fused_append_args)                          \
   X(kvrt_mla_fused_append_args, key_cache, KeyCache)                           \
-  X(kvrt_mla_fused_append_args, key_scale, KeyScale)
+  X(kvrt_mla_fused_append_args, key_scale, KeyScale)                           \
+  KVRT_REQUEST_TENSORS(X, kvrt_fused_gather_args)                              \
+  X(kvrt_fused_gather_args, key_cache, KeyCache)                               \
+  X(kvrt_fused_gather_args, value_cache, ValueCache)                           \
+  X(kvrt_fused_gather_args, key_out, KeyOut)                                   \
+  X(kvrt_fused_gather_args, value_out, ValueOut)                               \
+  KVRT_SCALE_TENSORS(X, kvrt_fused_gather_args)
 
 namespace kvrt::impl {
 

@@ -544,6 +544,15 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
        &Paged::value_cache, &Paged::key_scale, &Paged::value_scale,
        &Paged::key_scale_cache, &Paged::value_scale_cache},
       /*hasVariant=*/true);
+  using FusedGather = kvrt_fused_gather_args;
+  expectEveryTensorKeyed<FusedGather>(
+      {&FusedGather::block_table, &FusedGather::query_start_loc,
+       &FusedGather::context_lens, &FusedGather::key_cache,
+       &FusedGather::value_cache, &FusedGather::key_out,
+       &FusedGather::value_out, &FusedGather::key_scale,
+       &FusedGather::value_scale, &FusedGather::key_scale_cache,
+       &FusedGather::value_scale_cache},
+      /*hasVariant=*/true);
 }
 
 } // namespace

@@ -177,6 +177,9 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     case KernelKind::PagedKvAppend:
       d.kind = Kind::PagedKvAppend;
       break;
+    case KernelKind::FusedGather:
+      d.kind = Kind::FusedGather;
+      break;
     }
     d.kOnly = !plan.cache.hasValue();
     if (kv::LatentAttr latent = plan.cache.getLatent()) {
@@ -206,7 +209,7 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     };
     d.cacheDtype = dtypeOf(plan.cache.getDtype());
     d.sourceDtype = plan.sourceType ? dtypeOf(plan.sourceType) : d.cacheDtype;
-    if (d.kind == Kind::Gather)
+    if (d.readsRows())
       d.outputDtype = d.sourceDtype;
     if (kv::QuantAttr quant = plan.cache.getQuant()) {
       // The dialect's enums and the reference's are in the same order.

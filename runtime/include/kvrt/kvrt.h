@@ -62,7 +62,8 @@ size_t kvrt_bundle_num_kernels(const kvrt_bundle *bundle);
 const char *kvrt_bundle_kernel_name(const kvrt_bundle *bundle, size_t index);
 
 /* The manifest's kind ("append", "slot_mapping", "fused_append", "gather",
- * "mla_append", "mla_fused_append", "paged_kv_append") and variant
+ * "mla_append", "mla_fused_append", "paged_kv_append", "fused_gather") and
+ * variant
  * ("vector", "scalar", "wide") of kernel `index`; NULL if out of range. A
  * binding uses them to find the descriptions a bundle offers. */
 const char *kvrt_bundle_kernel_kind(const kvrt_bundle *bundle, size_t index);
@@ -323,6 +324,35 @@ typedef struct kvrt_gather_args {
 kvrt_status kvrt_gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
                         kvrt_stream stream);
 
+/* kvrt_gather with the slots of kvrt_fused_append (kernel kind
+ * fused_gather): row t of key_out and value_out, a token of request r
+ * (query_start_loc[r] <= t < query_start_loc[r + 1]), is the cache row at
+ * position context_lens[r] + t - query_start_loc[r] of its block table row,
+ * dequantized as kvrt_gather does; padding tokens and negative block ids
+ * leave their rows untouched. One launch. */
+typedef struct kvrt_fused_gather_args {
+  size_t struct_size; /* KVRT_ARGS_INIT(kvrt_fused_gather_args) */
+  const char *kernel;
+  const DLTensor *block_table;     /* int32 [num_reqs, max_blocks_per_req] */
+  const DLTensor *query_start_loc; /* int32 [num_reqs + 1] */
+  const DLTensor *context_lens;    /* int32 [num_reqs] */
+  const DLTensor *key_cache;
+  const DLTensor *value_cache;
+  const DLTensor *key_out;
+  const DLTensor *value_out;
+  kvrt_variant variant;
+  const DLTensor *key_scale;
+  const DLTensor *value_scale;
+  const DLTensor *key_scale_cache;
+  const DLTensor *value_scale_cache;
+} kvrt_fused_gather_args;
+#define KVRT_FUSED_GATHER_ARGS_STRUCT_SIZE                                     \
+  KVRT_STRUCT_SIZE(kvrt_fused_gather_args, value_scale_cache)
+
+kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
+                              const kvrt_fused_gather_args *args,
+                              kvrt_stream stream);
+
 /* Every kind's launch as a list, for a binding that generates its calls
  * instead of spelling one per kind (kvrt.hpp's Bundle::launch, the Python
  * package's extension). A new kind adds its rows here, beside its struct.
@@ -347,7 +377,9 @@ kvrt_status kvrt_gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
   X(MlaFusedAppend, kvrt_mla_fused_append_args,                                \
     KVRT_MLA_FUSED_APPEND_ARGS_STRUCT_SIZE, kvrt_mla_fused_append, Variant)    \
   X(PagedKvAppend, kvrt_paged_kv_append_args,                                  \
-    KVRT_PAGED_KV_APPEND_ARGS_STRUCT_SIZE, kvrt_paged_kv_append, Variant)
+    KVRT_PAGED_KV_APPEND_ARGS_STRUCT_SIZE, kvrt_paged_kv_append, Variant)      \
+  X(FusedGather, kvrt_fused_gather_args, KVRT_FUSED_GATHER_ARGS_STRUCT_SIZE,   \
+    kvrt_fused_gather, Variant)
 
 #define KVRT_KIND_SCALE_TENSORS(X, S)                                          \
   X(S, key_scale, KeyScale)                                                    \
@@ -397,7 +429,13 @@ kvrt_status kvrt_gather(kvrt_bundle *bundle, const kvrt_gather_args *args,
   X(kvrt_paged_kv_append_args, kv_indptr, KvIndptr)                            \
   X(kvrt_paged_kv_append_args, key_cache, KeyCache)                            \
   X(kvrt_paged_kv_append_args, value_cache, ValueCache)                        \
-  KVRT_KIND_SCALE_TENSORS(X, kvrt_paged_kv_append_args)
+  KVRT_KIND_SCALE_TENSORS(X, kvrt_paged_kv_append_args)                        \
+  KVRT_KIND_REQUEST_TENSORS(X, kvrt_fused_gather_args)                         \
+  X(kvrt_fused_gather_args, key_cache, KeyCache)                               \
+  X(kvrt_fused_gather_args, value_cache, ValueCache)                           \
+  X(kvrt_fused_gather_args, key_out, KeyOut)                                   \
+  X(kvrt_fused_gather_args, value_out, ValueOut)                               \
+  KVRT_KIND_SCALE_TENSORS(X, kvrt_fused_gather_args)
 
 /* Copy whole cache blocks (vLLM's swap_blocks): for each pair (s, d) of
  * block_mapping, block d of dst becomes a copy of block s of src. No kernel:

@@ -1428,6 +1428,7 @@ std::vector<CaseDef> casesFor(const Description &desc, bool wide) {
     return gatherCases(desc);
   case Kind::MlaAppend:
   case Kind::MlaFusedAppend:
+  case Kind::FusedGather: // K-only and latent caches only (LatentCases.cpp)
     break;
   }
   return {};

@@ -128,6 +128,8 @@ const char *kindName(Kind kind) {
     return "mla_fused_append";
   case Kind::PagedKvAppend:
     return "paged_kv_append";
+  case Kind::FusedGather:
+    return "fused_gather";
   }
   return "?";
 }
@@ -152,7 +154,7 @@ std::string Description::cacheType() const {
 std::string Description::toMlir() const {
   std::string op =
       std::string("kv.") + kindName(kind) + " @" + name + " : " + cacheType();
-  if (kind == Kind::Gather)
+  if (readsRows())
     return op + " to " + dtypeName(outputDtype);
   if (kind != Kind::SlotMapping)
     op += std::string(" from ") + dtypeName(sourceDtype);
@@ -213,7 +215,7 @@ std::string Description::summary() const {
      << (layout == Layout::Contiguous ? "max_seq_len " : "block_size ")
      << blockSize << ", " << numKvHeads << " kv heads, head_dim " << headDim
      << ", ";
-  if (kind == Kind::Gather)
+  if (readsRows())
     os << dtypeName(cacheDtype) << " -> " << dtypeName(outputDtype);
   else
     os << dtypeName(sourceDtype) << " -> " << dtypeName(cacheDtype);

@@ -76,6 +76,15 @@ struct GatherSpec {
   std::string message;
 };
 
+/// A fused gather's requests: its block table, query_start_loc and
+/// context_lens, and the slot each output row reads (what the kernel
+/// computes), -1 where the row must stay untouched.
+struct GatherTables {
+  std::vector<int32_t> blockTable, queryStartLoc, contextLens;
+  int64_t numReqs = 0, maxBlocksPerReq = 0;
+  std::vector<int64_t> slots;
+};
+
 class Runner {
 public:
   Runner(LatentCaseEnv &env) : env(env), desc(env.desc) {}
@@ -137,8 +146,44 @@ public:
     return {real[0], -1,      real[1], real[2], end,
             real[3], real[0], -5,      real[4], int64_t(1) << 40};
   }
+  /// Requests of a fused gather: a prompt from position 0, one from the
+  /// middle of a block across blocks, an empty one, one whose last
+  /// positions run past its block table row; a negative block id and one
+  /// past the cache in the rows; two padding tokens past the last request.
+  GatherTables gatherTables() {
+    GatherTables g;
+    int64_t bs = desc.blockSize;
+    g.numReqs = 4;
+    g.maxBlocksPerReq = 3;
+    std::vector<int64_t> blocks = shuffledBlocks();
+    for (int64_t r = 0; r < g.numReqs; ++r)
+      for (int64_t j = 0; j < g.maxBlocksPerReq; ++j)
+        g.blockTable.push_back(
+            static_cast<int32_t>(blocks[r * g.maxBlocksPerReq + j]));
+    g.blockTable[1 * 3 + 2] = -1;
+    g.blockTable[0 * 3 + 1] = static_cast<int32_t>(numBlocks());
+    const int64_t starts[] = {0, bs / 2 + 1, 1, 3 * bs - 2};
+    const int64_t lens[] = {bs + 3, 2 * bs, 0, 5};
+    g.queryStartLoc.push_back(0);
+    for (int64_t r = 0; r < g.numReqs; ++r) {
+      g.contextLens.push_back(static_cast<int32_t>(starts[r]));
+      g.queryStartLoc.push_back(
+          static_cast<int32_t>(g.queryStartLoc.back() + lens[r]));
+    }
+    for (int64_t r = 0; r < g.numReqs; ++r)
+      for (int64_t i = 0; i < lens[r]; ++i) {
+        int64_t pos = starts[r] + i, column = pos / bs;
+        int64_t block = column < g.maxBlocksPerReq
+                            ? g.blockTable[r * g.maxBlocksPerReq + column]
+                            : -1;
+        g.slots.push_back(block < 0 ? -1 : block * bs + pos % bs);
+      }
+    g.slots.push_back(-1);
+    g.slots.push_back(-1);
+    return g;
+  }
   bool runGather(const std::vector<int64_t> &slots, const GatherSpec &spec,
-                 std::string &failure);
+                 std::string &failure, const GatherTables *tables = nullptr);
 
 private:
   bool launch(const std::vector<int64_t> &slots, const Spec &spec,
@@ -535,7 +580,8 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
 }
 
 bool Runner::runGather(const std::vector<int64_t> &slots,
-                       const GatherSpec &spec, std::string &failure) {
+                       const GatherSpec &spec, std::string &failure,
+                       const GatherTables *tables) {
   Backend &backend = env.backend;
   DLDevice device = backend.device();
   int64_t rows = static_cast<int64_t>(slots.size());
@@ -603,15 +649,49 @@ bool Runner::runGather(const std::vector<int64_t> &slots,
     scaleArg = TensorArg(scaleBuf.get(), 0, device, {kDLFloat, 32, 1},
                          scaleShape, TensorView::compactStrides(scaleShape));
 
-  kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
-  args.kernel = desc.name.c_str();
-  args.key_cache = cacheArg.get();
-  args.slot_mapping = slotArg.get();
-  args.key_out = outArg.get();
-  args.value_out = spec.giveValueOut ? other.get() : nullptr;
-  args.variant = spec.variant;
-  args.key_scale = scaleArg.get();
-  kvrt_status status = kvrt_gather(env.bundle, &args, backend.stream());
+  kvrt_status status;
+  std::vector<int32_t> noTable;
+  const std::vector<int32_t> &table = tables ? tables->blockTable : noTable;
+  const std::vector<int32_t> &qsl = tables ? tables->queryStartLoc : noTable;
+  const std::vector<int32_t> &ctx = tables ? tables->contextLens : noTable;
+  DeviceBuffer tableBuf(backend, table.size() * 4 + 4),
+      qslBuf(backend, qsl.size() * 4 + 4), ctxBuf(backend, ctx.size() * 4 + 4);
+  if (tables) {
+    if (!tableBuf.valid() || !qslBuf.valid() || !ctxBuf.valid() ||
+        !backend.copyToDevice(tableBuf.get(), table.data(), table.size() * 4) ||
+        !backend.copyToDevice(qslBuf.get(), qsl.data(), qsl.size() * 4) ||
+        !backend.copyToDevice(ctxBuf.get(), ctx.data(), ctx.size() * 4)) {
+      failure = "device buffers: " + backend.lastError();
+      return false;
+    }
+    DLDataType i32 = {kDLInt, 32, 1};
+    TensorArg tableArg(tableBuf.get(), 0, device, i32,
+                       {tables->numReqs, tables->maxBlocksPerReq},
+                       {tables->maxBlocksPerReq, 1});
+    TensorArg qslArg(qslBuf.get(), 0, device, i32, {tables->numReqs + 1}, {1});
+    TensorArg ctxArg(ctxBuf.get(), 0, device, i32, {tables->numReqs}, {1});
+    kvrt_fused_gather_args args = KVRT_ARGS_INIT(kvrt_fused_gather_args);
+    args.kernel = desc.name.c_str();
+    args.block_table = tableArg.get();
+    args.query_start_loc = qslArg.get();
+    args.context_lens = ctxArg.get();
+    args.key_cache = cacheArg.get();
+    args.key_out = outArg.get();
+    args.value_out = spec.giveValueOut ? other.get() : nullptr;
+    args.variant = spec.variant;
+    args.key_scale = scaleArg.get();
+    status = kvrt_fused_gather(env.bundle, &args, backend.stream());
+  } else {
+    kvrt_gather_args args = KVRT_ARGS_INIT(kvrt_gather_args);
+    args.kernel = desc.name.c_str();
+    args.key_cache = cacheArg.get();
+    args.slot_mapping = slotArg.get();
+    args.key_out = outArg.get();
+    args.value_out = spec.giveValueOut ? other.get() : nullptr;
+    args.variant = spec.variant;
+    args.key_scale = scaleArg.get();
+    status = kvrt_gather(env.bundle, &args, backend.stream());
+  }
 
   bool refused = spec.giveValueOut;
   if (refused) {
@@ -628,8 +708,8 @@ bool Runner::runGather(const std::vector<int64_t> &slots,
       return false;
     }
   } else if (status != KVRT_SUCCESS) {
-    failure = std::string("kvrt_gather: ") + kvrt_status_name(status) + ": " +
-              kvrt_last_error();
+    failure = std::string(tables ? "kvrt_fused_gather: " : "kvrt_gather: ") +
+              kvrt_status_name(status) + ": " + kvrt_last_error();
     return false;
   } else {
     // The reference: a plain loop over rows and elements.
@@ -707,6 +787,13 @@ bool Runner::runGather(const std::vector<int64_t> &slots,
   }
   env.bytesCompared +=
       static_cast<int64_t>(cache.size() + slots.size() * 8 + scales.size() * 4);
+  if (tables &&
+      (!checkUnchanged(backend, table, tableBuf.get(), "block_table",
+                       failure) ||
+       !checkUnchanged(backend, qsl, qslBuf.get(), "query_start_loc",
+                       failure) ||
+       !checkUnchanged(backend, ctx, ctxBuf.get(), "context_lens", failure)))
+    return false;
   return checkUnchanged(backend, cache, cacheBuf.get(), "the cache", failure) &&
          checkUnchanged(backend, slots, slotBuf.get(), "slot_mapping",
                         failure) &&
@@ -734,6 +821,26 @@ std::vector<LatentCase> latentCases(const Description &desc, bool wide) {
                        }
                      }});
   };
+  if (desc.kind == Kind::FusedGather) {
+    auto fused = [&](std::string name, GatherSpec spec) {
+      cases.push_back(
+          {std::move(name), [spec](LatentCaseEnv &env, std::string &failure) {
+             Runner runner(env);
+             GatherTables tables = runner.gatherTables();
+             return runner.runGather(tables.slots, spec, failure, &tables);
+           }});
+    };
+    GatherSpec scalarGather, padded, valueOut;
+    scalarGather.variant = KVRT_VARIANT_SCALAR;
+    padded.rowPad = 8;
+    valueOut.giveValueOut = true;
+    valueOut.message = "value_out: must be NULL";
+    fused("fused/auto", GatherSpec());
+    fused("fused/scalar", scalarGather);
+    fused("fused_padded_out/auto", padded);
+    fused("fused_value_out_refused", valueOut);
+    return cases;
+  }
   if (desc.kind == Kind::Gather) {
     auto gather = [&](std::string name, GatherSpec spec, int which) {
       cases.push_back({std::move(name),

@@ -87,6 +87,15 @@ Description gatherOf(Description cache, DType output) {
   return d;
 }
 
+/// gatherOf through the block table (kind fused_gather): vLLM's MLA
+/// gathers.
+Description fusedGatherOf(Description cache, DType output) {
+  Description d = gatherOf(std::move(cache), output);
+  d.kind = Kind::FusedGather;
+  d.name = "fused_" + d.name;
+  return d;
+}
+
 } // namespace
 
 std::vector<Description> latentMatrix() {
@@ -160,6 +169,20 @@ std::vector<Description> latentMatrix() {
   m.push_back(gatherOf(mla(16, 512, 64, DType::F32, DType::BF16), DType::F32));
   m.push_back(
       gatherOf(mla(16, 448, 64, DType::F32, DType::F8E4M3, fp8), DType::BF16));
+  // Gathers through the block table: vLLM's cp_gather_cache (a copy) and
+  // gather_and_maybe_dequant_cache (fp8), of latent and K-only caches.
+  m.push_back(
+      fusedGatherOf(mla(16, 512, 64, DType::F32, DType::BF16), DType::BF16));
+  m.push_back(
+      fusedGatherOf(mla(64, 512, 64, DType::F32, DType::F32), DType::F32));
+  m.push_back(fusedGatherOf(mla(16, 512, 64, DType::F32, DType::F8E4M3, fp8),
+                            DType::F32));
+  m.push_back(fusedGatherOf(kOnlyAppend(Kind::Append, Layout::PagedNHD, 16, 1,
+                                        576, DType::F32, DType::F16),
+                            DType::F16));
+  m.push_back(fusedGatherOf(kOnlyAppend(Kind::Append, Layout::PagedHND, 3, 2,
+                                        64, DType::F32, DType::BF16),
+                            DType::F32));
   return m;
 }
 

@@ -61,7 +61,8 @@ enum class Kind {
   Gather,
   MlaAppend,
   MlaFusedAppend,
-  PagedKvAppend
+  PagedKvAppend,
+  FusedGather
 };
 
 /// `#kv.quant<kind, granularity, mode>` (and its `reciprocal` flag).
@@ -137,6 +138,10 @@ struct Description {
   /// change of the plan's rule that the suite does not follow is loud.
   bool hasWideKernel() const;
   std::string wideKernelName() const { return name + "_wide"; }
+  /// Rows out of the cache: the rows' dtype is the output's.
+  bool readsRows() const {
+    return kind == Kind::Gather || kind == Kind::FusedGather;
+  }
   bool hasRoundtripGather() const {
     return quant && !kOnly &&
            (kind == Kind::Append || kind == Kind::FusedAppend ||

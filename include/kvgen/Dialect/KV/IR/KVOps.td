@@ -175,4 +175,29 @@ def KV_GatherOp : KV_KernelOp<"gather", "Gather", "OutputType"> {
   let assemblyFormat = "$sym_name `:` $cache `to` $output_type attr-dict";
 }
 
+def KV_FusedGatherOp : KV_KernelOp<"fused_gather", "FusedGather", "OutputType"> {
+  let summary = "Read each request's rows out of the cache by block table";
+  let description = [{
+    `kv.gather` with `kv.fused_append`'s slots: output row `t`, a token of
+    request `r` (`query_start_loc[r] <= t < query_start_loc[r + 1]`), is the
+    cache row at position `p = context_lens[r] + t - query_start_loc[r]`,
+    block `block_table[r, p / block_size]`, row `p % block_size`, dequantized
+    as `kv.gather` does. vLLM's MLA gathers (`cp_gather_cache`,
+    `gather_and_maybe_dequant_cache`) are this kernel over a K-only cache
+    whose one head is the latent entry. A padding token (past
+    `query_start_loc[num_reqs]`) or a negative block id leaves its row
+    untouched. Paged layouts only.
+
+    ```mlir
+    kv.fused_gather @mla_gather : !kv.cache<layout = paged_nhd,
+        block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16,
+        k_only = true> to bf16
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$output_type);
+  let assemblyFormat = "$sym_name `:` $cache `to` $output_type attr-dict";
+}
+
 #endif // KVGEN_DIALECT_KV_IR_KVOPS_TD
