@@ -67,6 +67,8 @@ struct CacheDescription {
   int64_t blockSize = 0;
   int64_t numKvHeads = 0;
   int64_t headDim = 0;
+  /// V's head size: the bundle's v_head_dim, else headDim.
+  int64_t valueHeadDim = 0;
   /// Elements of an x group (16 bytes), for a layout with an X axis; else 0.
   int64_t x = 0;
   DType dtype = DType::BF16;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <tuple>
 
@@ -137,7 +138,10 @@ std::string Description::cacheType() const {
   os << "!kv.cache<layout = " << layoutName(layout) << ", "
      << (layout == Layout::Contiguous ? "max_seq_len" : "block_size") << " = "
      << blockSize << ", num_kv_heads = " << numKvHeads
-     << ", head_dim = " << headDim << ", dtype = " << dtypeName(cacheDtype);
+     << ", head_dim = " << headDim;
+  if (vHeadDim)
+    os << ", v_head_dim = " << vHeadDim;
+  os << ", dtype = " << dtypeName(cacheDtype);
   if (quant)
     os << ", quant = " << quant->attr();
   if (kOnly && !latent())
@@ -179,9 +183,12 @@ bool Description::hasWideKernel() const {
   int64_t widest = static_cast<int64_t>(
       std::max(dtypeBytes(sourceDtype), dtypeBytes(cacheDtype)));
   int64_t vec = 16 / widest;
-  while (headDim % vec != 0)
+  // Where V's head size differs, the chunk divides both and the loop walks
+  // the longer head.
+  int64_t part = std::gcd(headDim, valueHeadDim());
+  while (part % vec != 0)
     vec /= 2;
-  int64_t chunksPerToken = numKvHeads * headDim / vec;
+  int64_t chunksPerToken = numKvHeads * std::max(headDim, valueHeadDim()) / vec;
   // A dynamic scale's iteration is its group: the token's chunks, or its
   // head's. Only a group of one chunk leaves room for a second one.
   int64_t chunksPerGroup = 1;
@@ -213,6 +220,8 @@ std::string Description::summary() const {
      << (layout == Layout::Contiguous ? "max_seq_len " : "block_size ")
      << blockSize << ", " << numKvHeads << " kv heads, head_dim " << headDim
      << ", ";
+  if (vHeadDim)
+    os << "v_head_dim " << vHeadDim << ", ";
   if (kind == Kind::Gather)
     os << dtypeName(cacheDtype) << " -> " << dtypeName(outputDtype);
   else
@@ -546,6 +555,8 @@ std::vector<Description> conformanceMatrix() {
   fp8.name = "gpu_append_paged_nhd_fp8_e4m3";
   matrix.push_back(fp8);
   for (Description &desc : latentMatrix())
+    matrix.push_back(std::move(desc));
+  for (Description &desc : asymmetricMatrix())
     matrix.push_back(std::move(desc));
   return matrix;
 }
