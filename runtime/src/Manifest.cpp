@@ -20,7 +20,7 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out);
 bool CacheDescription::operator==(const CacheDescription &other) const {
   return layout == other.layout && blockSize == other.blockSize &&
          numKvHeads == other.numKvHeads && headDim == other.headDim &&
-         valueHeadDim == other.valueHeadDim && x == other.x &&
+         valueDim() == other.valueDim() && x == other.x &&
          dtype == other.dtype && quantized == other.quantized &&
          (!quantized || quant == other.quant) && kOnly == other.kOnly &&
          latent == other.latent && kvLoraRank == other.kvLoraRank &&

@@ -158,7 +158,6 @@ static Status parseCache(const FieldReader &kernel, CacheDescription *out) {
   out->blockSize = cache.getInt(blockKey);
   out->numKvHeads = cache.getInt(key::cache::num_kv_heads);
   out->headDim = cache.getInt(key::cache::head_dim);
-  out->valueHeadDim = out->headDim;
   auto pastLimit = [&](const char *key, int64_t value, int64_t limit) {
     return KVRT_BUNDLE_ERROR("%s is %lld, past the limit of %lld (%s, "
                              "docs/CONTRACT.md)",
@@ -262,8 +261,8 @@ static std::string manifestJson(const KernelDescription &kernel) {
                    {c::num_kv_heads, cache.numKvHeads},
                    {c::head_dim, cache.headDim},
                    {c::dtype, dtypeName(cache.dtype)}};
-    if (cache.valueHeadDim != cache.headDim)
-      object[c::v_head_dim] = cache.valueHeadDim;
+    if (cache.asymmetric())
+      object[c::v_head_dim] = cache.valueDim();
     if (abi::layoutInfo(cache.layout).hasX())
       object[c::x] = cache.x;
     if (cache.quantized)
@@ -423,11 +422,11 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
                                hasX ? "cache.x" : "cache.head_dim",
                                static_cast<long long>(group));
     // Nor, where V's head size differs, a V head.
-    if (out->cache.valueHeadDim % out->vectorElems != 0)
+    if (out->cache.valueDim() % out->vectorElems != 0)
       return KVRT_BUNDLE_ERROR("%s (%lld) must divide cache.v_head_dim (%lld)",
                                kernel.field(k::vector_elems).c_str(),
                                static_cast<long long>(out->vectorElems),
-                               static_cast<long long>(out->cache.valueHeadDim));
+                               static_cast<long long>(out->cache.valueDim()));
     // Nor the two parts of a latent entry.
     if (out->cache.latent && out->cache.kvLoraRank % out->vectorElems != 0)
       return KVRT_BUNDLE_ERROR("%s (%lld) must divide "

@@ -130,19 +130,18 @@ static TensorSpec cacheSpec(Param param, const KernelDescription &kernel) {
     const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
     const abi::CacheAxes &axes = layout.axes(isValue);
     size_t l = static_cast<size_t>(cache.layout);
-    bool ownDim = isValue && cache.valueHeadDim != cache.headDim;
+    bool ownDim = isValue && cache.asymmetric();
     spec = makeSpec(param, cache.dtype, kernel.name.c_str(),
                     ownDim ? shapeTexts().valueCacheOwnDim[l].c_str()
                            : shapeTexts().cache[l][isValue].c_str(),
                     {});
     for (int i = 0; i < axes.rank; ++i) {
       spec.dimNames[i] = abi::axisName(axes[i], layout.paged());
-      spec.dims[i] = abi::axisExtent(
-          axes[i], -1, cache.numKvHeads, cache.blockSize,
-          isValue ? cache.valueHeadDim : cache.headDim, cache.x);
+      spec.dims[i] =
+          abi::axisExtent(axes[i], -1, cache.numKvHeads, cache.blockSize,
+                          isValue ? cache.valueDim() : cache.headDim, cache.x);
       // V's head size by its own name where it differs from K's.
-      if (isValue && cache.valueHeadDim != cache.headDim &&
-          axes[i] == abi::Axis::Dim)
+      if (isValue && cache.asymmetric() && axes[i] == abi::Axis::Dim)
         spec.dimNames[i] = "v_head_dim";
     }
     spec.rank = axes.rank;
@@ -225,12 +224,12 @@ OperationSpecs makeSpecs(const KernelDescription &kernel) {
                         {{"num_tokens", -1},
                          {kvC ? "kv_lora_rank" : "rope_dim",
                           kvC ? cache.kvLoraRank : cache.ropeDim}});
-      else if (isValueRows(param.id) && cache.valueHeadDim != cache.headDim)
+      else if (isValueRows(param.id) && cache.asymmetric())
         spec = makeSpec(param.id, rows, k,
                         "[num_tokens, num_kv_heads, v_head_dim]",
                         {{"num_tokens", -1},
                          {"num_kv_heads", cache.numKvHeads},
-                         {"v_head_dim", cache.valueHeadDim}});
+                         {"v_head_dim", cache.valueDim()}});
       else
         spec =
             makeSpec(param.id, rows, k, "[num_tokens, num_kv_heads, head_dim]",

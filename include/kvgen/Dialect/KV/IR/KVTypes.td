@@ -45,9 +45,10 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
     `v_head_dim` gives V a head size of its own (K 192 / V 128): left out,
     V's rows are `head_dim` long like K's. Given, it differs from
     `head_dim`, and the layout keeps K's and V's sides apart with whole
-    rows (contiguous, paged_nhd, paged_hnd): a stacked layout has one
-    head_dim for both sides, vLLM's vectorized V side and a K-only or latent
-    cache have no V row of their own. Its scales are static.
+    rows: a stacked layout has one head_dim for both sides, a layout that
+    splits head_dim into x groups or keeps V's head_dim elements apart has
+    no V row of its own, nor has a K-only or latent cache. Its scales are
+    static.
 
     ```mlir
     !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8,
