@@ -575,14 +575,16 @@ std::vector<Description> reducedMatrix() {
     if (desc.name.rfind("gpu_", 0) == 0)
       continue;
     // Quantized: the layout rotates within the group instead (the
-    // sanitizer runs have minutes, not hours).
-    Key key = desc.quant
-                  ? std::make_tuple(desc.kind, Layout::PagedNHD, DType::F32,
-                                    desc.cacheDtype,
-                                    static_cast<int>(desc.quant->mode) + 1 +
-                                        (desc.kOnly ? 3 : 0))
-                  : std::make_tuple(desc.kind, desc.layout, desc.sourceDtype,
-                                    desc.cacheDtype, desc.kOnly ? 3 : 0);
+    // sanitizer runs have minutes, not hours). K and V of two head sizes
+    // form groups of their own, which leave the others' picks as they were.
+    int form = (desc.kOnly ? 3 : 0) + (desc.vHeadDim ? 6 : 0);
+    Key key =
+        desc.quant
+            ? std::make_tuple(desc.kind, Layout::PagedNHD, DType::F32,
+                              desc.cacheDtype,
+                              static_cast<int>(desc.quant->mode) + 1 + form)
+            : std::make_tuple(desc.kind, desc.layout, desc.sourceDtype,
+                              desc.cacheDtype, form);
     auto &members = groups[key];
     if (members.empty())
       order.push_back(key);
