@@ -39,6 +39,8 @@ static llvm::json::Object cacheToJSON(kv::CacheType cache) {
     o[key::cache::max_seq_len] = cache.getMaxSeqLen();
   o[key::cache::num_kv_heads] = cache.getNumKvHeads();
   o[key::cache::head_dim] = cache.getHeadDim();
+  if (cache.isAsymmetric())
+    o[key::cache::v_head_dim] = cache.getValueHeadDim();
   o[key::cache::dtype] = kv::getDTypeName(cache.getDtype());
   if (cache.getLayoutInfo().hasX())
     o[key::cache::x] = cache.getX();

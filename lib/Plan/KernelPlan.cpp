@@ -255,7 +255,9 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
 
   // Vector width: 16 bytes of the wider of the two dtypes, halved until it
   // divides head_dim, so a chunk never straddles two heads (nor, in a
-  // latent cache, the two parts of the entry).
+  // latent cache, the two parts of the entry). Where V's head size differs
+  // it divides both: the chunk loop walks a head of the longer side, and
+  // the shorter side's chunks past its row are skipped (KernelBodies.cpp).
   int64_t srcBytes = kv::getElementBytes(base.sourceType);
   int64_t cacheBytes = kv::getElementBytes(base.cache.getDtype());
   int64_t widest = std::max(srcBytes, cacheBytes);
@@ -264,10 +266,12 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   int64_t part = headDim;
   if (kv::LatentAttr latent = base.cache.getLatent())
     part = std::gcd(latent.getKvLoraRank(), latent.getRopeDim());
+  if (base.cache.isAsymmetric())
+    part = std::gcd(headDim, base.cache.getValueHeadDim());
   while (part % vec != 0)
     vec /= 2;
   base.vectorElems = vec;
-  base.chunksPerToken = base.cache.getNumKvHeads() * headDim / vec;
+  base.chunksPerToken = base.cache.getNumKvHeads() * base.rowDim() / vec;
   // A dynamic scale needs the amax of its whole group before the first
   // store: one iteration of the chunk loop takes the group (a token's head,
   // or the token), spread over up to a warp of lanes. The lane count is the

@@ -116,11 +116,13 @@ _VLLM_LAYOUTS = {"NHD": "paged_nhd", "HND": "paged_hnd", "x": "vllm_vectorized"}
 
 def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_dim=128,
              dtype="bf16", cache_dtype=None, quant=None, max_seq_len=None,
-             kernels=None, name="kv", kv_lora_rank=None, rope_dim=None):
+             kernels=None, name="kv", kv_lora_rank=None, rope_dim=None,
+             v_head_dim=None):
     """The kv module text (kvgen's input) of one cache description. A
     layout without blocks takes max_seq_len instead of block_size (kvgen
     says which). With kv_lora_rank and rope_dim it is an MLA latent cache
-    (one head of kv_lora_rank + rope_dim). `kernels` names kinds of those
+    (one head of kv_lora_rank + rope_dim). `v_head_dim` gives V a head size
+    of its own (left out, or equal to head_dim: V's is head_dim). `kernels` names kinds of those
     that write rows into a cache of its entry and those that touch no cache
     (default: all of them; for a K/V cache append, slot_mapping,
     fused_append and paged_kv_append)."""
@@ -146,6 +148,10 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
                             _integer(num_kv_heads, "num_kv_heads"),
                             _integer(head_dim, "head_dim"),
                             cache))
+    if v_head_dim is not None and v_head_dim != head_dim:
+        text = text.replace(
+            ", dtype = ", ", v_head_dim = %d, dtype = "
+            % _integer(v_head_dim, "v_head_dim"), 1)
     if q:
         text += (", quant = #kv.quant<kind = %s, granularity = %s, mode = %s>"
                  % q)
@@ -270,7 +276,8 @@ def compile(description=None, *, target="gpu", chip=None, cache=None,
             compiler=None, **fields):
     """A Bundle for `description` (kv module text) or for the fields of
     ``describe`` (layout=, block_size=, num_kv_heads=, head_dim=, dtype=,
-    cache_dtype=, quant=, max_seq_len=, kernels=, kv_lora_rank=, rope_dim=).
+    cache_dtype=, quant=, max_seq_len=, kernels=, kv_lora_rank=, rope_dim=,
+    v_head_dim=).
     `target` is "gpu" (PTX for
     `chip`, default $KVGEN_CHIP or sm_90) or "host" (a shared object for this
     CPU). `cache` overrides the cache folder. Compiles only on a miss. The

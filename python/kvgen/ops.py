@@ -136,14 +136,18 @@ def _chip(device_id):
 
 
 def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
-                cache_dtype, quant, latent=None, granularity="per_tensor"):
+                cache_dtype, quant, latent=None, granularity="per_tensor",
+                v_head_dim=None):
     """(bundle, kernel name) of `kind` for one cache, from a registered
     bundle or kvgen.compile. `latent`: (kv_lora_rank, rope_dim) of an MLA
     cache; `granularity`: the static scales' (per_tensor or per_head) of a
-    quantized one."""
+    quantized one; `v_head_dim`: V's head size where it differs from K's."""
     host = device[0] == _dlpack.CPU
+    if v_head_dim == head_dim:
+        v_head_dim = None
     want = dict(layout=layout, block_size=block_size, num_kv_heads=heads,
-                head_dim=head_dim, dtype=cache_dtype, source_dtype=source,
+                head_dim=head_dim, v_head_dim=v_head_dim or head_dim,
+                dtype=cache_dtype, source_dtype=source,
                 quant=None if quant is None else {
                     "kind": quant, "granularity": granularity,
                     "mode": "static"})
@@ -152,6 +156,8 @@ def _kernel_for(kind, device, layout, block_size, heads, head_dim, source,
         want["latent"] = {"kv_lora_rank": latent[0], "rope_dim": latent[1]}
         # The description's default kernels, as precompile --mla makes them.
         extra = dict(kv_lora_rank=latent[0], rope_dim=latent[1])
+    if v_head_dim is not None:
+        extra = dict(extra, v_head_dim=v_head_dim)
     for b in _registered:
         if (b.has_host_kernels if host else b.has_device_code):
             name = b.find(kind, **dict(want))
@@ -192,6 +198,9 @@ def _flash_plan(key, k, kc, vc, kv_cache_dtype, granularity):
         raise _bad("key: [num_tokens, %d, %d] does not match key_cache's "
                    "num_heads %d and head_size %d", k[5][1], k[5][2], heads,
                    head_dim)
+    # V may have a head size of its own (value_cache's last extent): kvrt
+    # checks value and value_cache against it.
+    v_head_dim = vc[5][3]
     source = _dlpack.dtype_name(k)
     if source not in _UNQUANTIZED:
         raise _bad("key: dtype %s; expected float32, float16 or bfloat16",
@@ -202,7 +211,8 @@ def _flash_plan(key, k, kc, vc, kv_cache_dtype, granularity):
     plan = _Plan()
     plan.bundle, plan.kernel = _kernel_for(
         "append", kc[1:3], _vllm_layout(hnd), bs, heads,
-        head_dim, source, cache, quant, granularity=granularity)
+        head_dim, source, cache, quant, granularity=granularity,
+        v_head_dim=v_head_dim)
     plan.hnd = hnd
     plan.quantized = quant is not None
     plan.block_size = bs
@@ -240,7 +250,9 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     key, value: [num_tokens, num_heads, head_size] (any strides; rows past
     slot_mapping's length are CUDA-graph padding and ignored, as in vLLM).
     key_cache, value_cache: [num_blocks, block_size, num_heads, head_size],
-    NHD, or HND in memory (a permuted view; the strides say which).
+    NHD, or HND in memory (a permuted view; the strides say which). V may
+    have a head size of its own (value and value_cache's last extent, e.g.
+    K 192 / V 128), and the caches may be views of one packed buffer.
     slot_mapping: int64 [num_tokens]. kv_cache_dtype: "auto" (the cache's
     dtype; f32 <-> f16/bf16 casts allowed), "fp8"/"fp8_e4m3"/"fp8_e5m2"
     (cache uint8 or float8; stored = x / k_scale). k_scale, v_scale: float32,
@@ -286,7 +298,7 @@ def _reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
             _scale_desc(k_scale, "k_scale", keep),
             _scale_desc(v_scale, "v_scale", keep), kc)
     memo = (k[3], k[4], k[5][1:], kc[1], kc[2], kc[3], kc[4], kc[5][1:],
-            kc[6], vc[6], kv_cache_dtype, granularity)
+            kc[6], vc[5][1:], vc[6], kv_cache_dtype, granularity)
     plan = _plans.get(memo)
     if plan is None:
         plan = _flash_plan(key, k, kc, vc, kv_cache_dtype, granularity)

@@ -50,19 +50,11 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
                             kv_cache_dtype, k_scale, v_scale):
     """vLLM's reshape_and_cache_flash (kvgen.ops.reshape_and_cache_flash):
     caches [num_blocks, block_size, num_heads, head_size], NHD or HND in
-    memory; slot -1 pads."""
+    memory; V's head size may differ from K's; slot -1 pads."""
     op = "reshape_and_cache_flash"
     _check_dtype(op, kv_cache_dtype)
-    if (key.dim() == 3 and value.dim() == 3 and
-            key.shape[-1] != value.shape[-1]) or (
-            key_cache.dim() == 4 and value_cache.dim() == 4 and
-            key_cache.shape[-1] != value_cache.shape[-1]):
-        raise NotProvidedError(
-            op, "K and V of different head sizes (key %s, value %s; "
-            "key_cache %s, value_cache %s)" % (
-                list(key.shape), list(value.shape), list(key_cache.shape),
-                list(value_cache.shape)))
-    # Per-tensor or per-head fp8 scales: kvgen.ops takes both, as vLLM
+    # K and V of different head sizes (value_cache's own head_size), and
+    # per-tensor or per-head fp8 scales: kvgen.ops takes both, as vLLM
     # does, and refuses any other shape by name.
     ops.reshape_and_cache_flash(key, value, key_cache, value_cache,
                                 slot_mapping, kv_cache_dtype, k_scale,

@@ -20,7 +20,8 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out);
 bool CacheDescription::operator==(const CacheDescription &other) const {
   return layout == other.layout && blockSize == other.blockSize &&
          numKvHeads == other.numKvHeads && headDim == other.headDim &&
-         x == other.x && dtype == other.dtype && quantized == other.quantized &&
+         valueDim() == other.valueDim() && x == other.x &&
+         dtype == other.dtype && quantized == other.quantized &&
          (!quantized || quant == other.quant) && kOnly == other.kOnly &&
          latent == other.latent && kvLoraRank == other.kvLoraRank &&
          ropeDim == other.ropeDim;

@@ -67,6 +67,9 @@ struct CacheDescription {
   int64_t blockSize = 0;
   int64_t numKvHeads = 0;
   int64_t headDim = 0;
+  /// The bundle's v_head_dim, where V's head size differs from K's; 0
+  /// where it does not (valueDim() is then headDim).
+  int64_t valueHeadDim = 0;
   /// Elements of an x group (16 bytes), for a layout with an X axis; else 0.
   int64_t x = 0;
   DType dtype = DType::BF16;
@@ -79,6 +82,11 @@ struct CacheDescription {
   bool latent = false;
   int64_t kvLoraRank = 0;
   int64_t ropeDim = 0;
+
+  /// V's head size.
+  int64_t valueDim() const { return valueHeadDim ? valueHeadDim : headDim; }
+  /// Whether V's head size differs from K's.
+  bool asymmetric() const { return valueDim() != headDim; }
 
   /// Whether the kernels take V tensors.
   bool hasValue() const { return !kOnly && !latent; }

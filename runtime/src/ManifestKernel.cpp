@@ -96,6 +96,49 @@ static Status parseKOnly(const FieldReader &cache, CacheDescription *out) {
   return Status();
 }
 
+/// "v_head_dim": V's head size where it differs from K's, on the layouts
+/// that keep V's rows whole and apart from K's (docs/CONTRACT.md).
+static Status parseValueHeadDim(const FieldReader &cache,
+                                const FieldReader &kernel,
+                                const abi::LayoutInfo &info,
+                                CacheDescription *out) {
+  if (!cache.has(key::cache::v_head_dim))
+    return Status();
+  std::string field = cache.field(key::cache::v_head_dim);
+  out->valueHeadDim = cache.getInt(key::cache::v_head_dim);
+  if (out->valueHeadDim == out->headDim)
+    return KVRT_BUNDLE_ERROR("%s is head_dim (%lld): kvgen writes it only "
+                             "where V's head size differs",
+                             field.c_str(),
+                             static_cast<long long>(out->headDim));
+  if (!out->hasValue())
+    return KVRT_BUNDLE_ERROR("%s: a cache without V has no V head size",
+                             field.c_str());
+  if (info.stacked() || info.hasX() || !info.chunkContiguous())
+    return KVRT_BUNDLE_ERROR("%s: the %s layout has one head size for K and "
+                             "V",
+                             field.c_str(), info.name);
+  if (out->quantized && out->quant.mode != ScaleMode::Static)
+    return KVRT_BUNDLE_ERROR("%s: a cache with v_head_dim takes static "
+                             "scales only",
+                             field.c_str());
+  if (out->valueHeadDim > limits::kMaxHeadDim)
+    return KVRT_BUNDLE_ERROR("%s is %lld, past the limit of %lld "
+                             "(docs/CONTRACT.md)",
+                             field.c_str(),
+                             static_cast<long long>(out->valueHeadDim),
+                             static_cast<long long>(limits::kMaxHeadDim));
+  // Cannot overflow: both factors are bounded above.
+  if (out->numKvHeads * out->valueHeadDim > limits::kMaxElementsPerToken)
+    return KVRT_BUNDLE_ERROR(
+        "%s: num_kv_heads * v_head_dim is %lld, past the "
+        "limit of %lld elements per token (docs/CONTRACT.md)",
+        kernel.field(key::kernel::cache).c_str(),
+        static_cast<long long>(out->numKvHeads * out->valueHeadDim),
+        static_cast<long long>(limits::kMaxElementsPerToken));
+  return Status();
+}
+
 static Status parseCache(const FieldReader &kernel, CacheDescription *out) {
   FieldReader cache = kernel;
   KVRT_RETURN_IF_ERROR(kernel.getObject(key::kernel::cache, &cache));
@@ -157,7 +200,9 @@ static Status parseCache(const FieldReader &kernel, CacheDescription *out) {
 
   KVRT_RETURN_IF_ERROR(parseKOnly(cache, out));
   out->quantized = cache.has(key::cache::quant);
-  return out->quantized ? parseQuant(cache, out) : Status();
+  if (out->quantized)
+    KVRT_RETURN_IF_ERROR(parseQuant(cache, out));
+  return parseValueHeadDim(cache, kernel, info, out);
 }
 
 static Status parseParams(const FieldReader &kernel, KernelKind kind,
@@ -216,6 +261,8 @@ static std::string manifestJson(const KernelDescription &kernel) {
                    {c::num_kv_heads, cache.numKvHeads},
                    {c::head_dim, cache.headDim},
                    {c::dtype, dtypeName(cache.dtype)}};
+    if (cache.asymmetric())
+      object[c::v_head_dim] = cache.valueDim();
     if (abi::layoutInfo(cache.layout).hasX())
       object[c::x] = cache.x;
     if (cache.quantized)
@@ -374,6 +421,12 @@ Status parseKernel(const json &object, size_t index, KernelDescription *out) {
                                static_cast<long long>(out->vectorElems),
                                hasX ? "cache.x" : "cache.head_dim",
                                static_cast<long long>(group));
+    // Nor, where V's head size differs, a V head.
+    if (out->cache.valueDim() % out->vectorElems != 0)
+      return KVRT_BUNDLE_ERROR("%s (%lld) must divide cache.v_head_dim (%lld)",
+                               kernel.field(k::vector_elems).c_str(),
+                               static_cast<long long>(out->vectorElems),
+                               static_cast<long long>(out->cache.valueDim()));
     // Nor the two parts of a latent entry.
     if (out->cache.latent && out->cache.kvLoraRank % out->vectorElems != 0)
       return KVRT_BUNDLE_ERROR("%s (%lld) must divide "

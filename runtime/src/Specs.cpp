@@ -73,6 +73,9 @@ struct AbiIndexSpecs : OperationSpecs {
 /// cache".
 struct ShapeTexts {
   std::string cache[abi::kNumLayouts][2];
+  /// The value cache of a cache whose V head size differs: its Dim axis is
+  /// v_head_dim.
+  std::string valueCacheOwnDim[abi::kNumLayouts];
   /// By per_token_head or not.
   std::string scaleCache[abi::kNumLayouts][2];
 
@@ -93,6 +96,11 @@ struct ShapeTexts {
           text += isValue ? " value cache" : " key cache";
         cache[l][isValue] = text + ")";
       }
+      std::string own = cache[l][1];
+      size_t at = own.find("head_dim");
+      if (at != std::string::npos)
+        own.insert(at, "v_");
+      valueCacheOwnDim[l] = own;
       for (int perHead = 0; perHead < 2; ++perHead)
         scaleCache[l][perHead] =
             formatString("[%s, %s%s] (f32, scale cache)", layout.blocksName(),
@@ -121,14 +129,20 @@ static TensorSpec cacheSpec(Param param, const KernelDescription &kernel) {
   } else {
     const abi::LayoutInfo &layout = abi::layoutInfo(cache.layout);
     const abi::CacheAxes &axes = layout.axes(isValue);
-    spec = makeSpec(
-        param, cache.dtype, kernel.name.c_str(),
-        shapeTexts().cache[static_cast<size_t>(cache.layout)][isValue].c_str(),
-        {});
+    size_t l = static_cast<size_t>(cache.layout);
+    bool ownDim = isValue && cache.asymmetric();
+    spec = makeSpec(param, cache.dtype, kernel.name.c_str(),
+                    ownDim ? shapeTexts().valueCacheOwnDim[l].c_str()
+                           : shapeTexts().cache[l][isValue].c_str(),
+                    {});
     for (int i = 0; i < axes.rank; ++i) {
       spec.dimNames[i] = abi::axisName(axes[i], layout.paged());
-      spec.dims[i] = abi::axisExtent(axes[i], -1, cache.numKvHeads,
-                                     cache.blockSize, cache.headDim, cache.x);
+      spec.dims[i] =
+          abi::axisExtent(axes[i], -1, cache.numKvHeads, cache.blockSize,
+                          isValue ? cache.valueDim() : cache.headDim, cache.x);
+      // V's head size by its own name where it differs from K's.
+      if (isValue && cache.asymmetric() && axes[i] == abi::Axis::Dim)
+        spec.dimNames[i] = "v_head_dim";
     }
     spec.rank = axes.rank;
   }
@@ -181,6 +195,11 @@ static TensorSpec scaleSpec(Param param, const KernelDescription &kernel) {
   return TensorSpec();
 }
 
+/// V's rows: the appended V, the gathered V.
+static bool isValueRows(Param param) {
+  return param == Param::Value || param == Param::ValueOut;
+}
+
 OperationSpecs makeSpecs(const KernelDescription &kernel) {
   static const AbiIndexSpecs indexSpecs;
   OperationSpecs specs = indexSpecs;
@@ -205,6 +224,12 @@ OperationSpecs makeSpecs(const KernelDescription &kernel) {
                         {{"num_tokens", -1},
                          {kvC ? "kv_lora_rank" : "rope_dim",
                           kvC ? cache.kvLoraRank : cache.ropeDim}});
+      else if (isValueRows(param.id) && cache.asymmetric())
+        spec = makeSpec(param.id, rows, k,
+                        "[num_tokens, num_kv_heads, v_head_dim]",
+                        {{"num_tokens", -1},
+                         {"num_kv_heads", cache.numKvHeads},
+                         {"v_head_dim", cache.valueDim()}});
       else
         spec =
             makeSpec(param.id, rows, k, "[num_tokens, num_kv_heads, head_dim]",

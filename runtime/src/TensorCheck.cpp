@@ -11,6 +11,7 @@
 #include "Limits.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace kvrt::impl {
 
@@ -350,12 +351,53 @@ static bool interleaveDisjointly(const TensorView &a, const TensorView &b) {
   return spanA <= r && r + spanB <= periodA;
 }
 
+/// The bytes of `view`'s rows (its unit-stride dimension) and the gcd, in
+/// bytes, of its other strides (of dims of extent > 1): every element lies
+/// within a row's bytes of a multiple of that gcd past its first. False
+/// where the view has no such rows.
+static bool rowPeriod(const TensorView &view, int64_t *period, int64_t *row) {
+  int inner = -1;
+  int64_t g = 0;
+  for (int d = 0; d < view.rank; ++d) {
+    if (view.shape[d] <= 1)
+      continue;
+    if (view.strides[d] == 1 && inner < 0) {
+      inner = d;
+      continue;
+    }
+    if (view.strides[d] <= 0)
+      return false;
+    g = std::gcd(g, view.strides[d]);
+  }
+  int64_t bytes = static_cast<int64_t>(view.elementBytes);
+  *row = (inner < 0 ? 1 : view.shape[inner]) * bytes;
+  *period = g * bytes;
+  return g > 0 && *row <= *period;
+}
+
+/// Views that share rows of one allocation, side by side: K =
+/// packed[..., :D] and V = packed[..., D:] of one [..., D + Dv] buffer (a
+/// layer's K and V of different head sizes, as vLLM packs them). Both step
+/// by multiples of one period P, and within a period one's elements lie in
+/// [0, row_a) and the other's in [r, r + row_b), r = offset mod P.
+static bool shareRowsDisjointly(const TensorView &a, const TensorView &b) {
+  if (b.begin() < a.begin())
+    return shareRowsDisjointly(b, a);
+  int64_t periodA, rowA, periodB, rowB;
+  if (!rowPeriod(a, &periodA, &rowA) || !rowPeriod(b, &periodB, &rowB) ||
+      periodA != periodB)
+    return false;
+  int64_t r = static_cast<int64_t>(b.begin() - a.begin()) % periodA;
+  return rowA <= r && r + rowB <= periodA;
+}
+
 Status checkDisjoint(const TensorView &written, const TensorView &other) {
   if (written.extent == 0 || other.extent == 0)
     return Status();
   if (written.end() <= other.begin() || other.end() <= written.begin())
     return Status();
-  if (interleaveDisjointly(written, other))
+  if (interleaveDisjointly(written, other) ||
+      shareRowsDisjointly(written, other))
     return Status();
   return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                     "%s: overlaps %s in memory (bytes [%p, %p) and [%p, %p)); "

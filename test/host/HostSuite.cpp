@@ -194,6 +194,8 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     d.blockSize = plan.cache.getTokensPerBlock();
     d.numKvHeads = plan.cache.getNumKvHeads();
     d.headDim = plan.cache.getHeadDim();
+    if (plan.cache.isAsymmetric())
+      d.vHeadDim = plan.cache.getValueHeadDim();
     auto dtypeOf = [](mlir::Type t) {
       if (t.isF32())
         return DType::F32;

@@ -34,7 +34,7 @@ namespace {
 
 /// Between them, every key of the schema: both cache geometries, x, a wide
 /// kernel with and without a bound, quantization, K-only and latent caches,
-/// a gather, and slot_mapping.
+/// V of its own head size, a gather, and slot_mapping.
 constexpr const char *kDescriptions = R"mlir(module {
   kv.append @bound : !kv.cache<layout = paged_nhd, block_size = 16,
       num_kv_heads = 3, head_dim = 16, dtype = bf16> from bf16
@@ -53,6 +53,8 @@ constexpr const char *kDescriptions = R"mlir(module {
       latent = #kv.latent<kv_lora_rank = 448, rope_dim = 64>> from bf16
   kv.gather @gather : !kv.cache<layout = paged_nhd, block_size = 16,
       num_kv_heads = 2, head_dim = 64, dtype = bf16> to f32
+  kv.append @asym : !kv.cache<layout = paged_nhd, block_size = 16,
+      num_kv_heads = 2, head_dim = 192, v_head_dim = 128, dtype = bf16> from bf16
   kv.slot_mapping @slots : !kv.cache<layout = paged_nhd, block_size = 16,
       num_kv_heads = 2, head_dim = 64, dtype = bf16>
 })mlir";

@@ -54,14 +54,17 @@ bool driver::supportMatrixRequested() {
 
 namespace {
 
-/// The three shapes of cache a description can have.
-enum class Form { KV, KOnly, Latent };
-constexpr Form kForms[] = {Form::KV, Form::KOnly, Form::Latent};
+/// The shapes of cache a description can have: K and V of one head size
+/// or of two (`v_head_dim`), K only, an MLA latent.
+enum class Form { KV, KVTwoSizes, KOnly, Latent };
+constexpr Form kForms[] = {Form::KV, Form::KVTwoSizes, Form::KOnly,
+                           Form::Latent};
 
 const char *formName(Form form) {
-  return form == Form::KV      ? "K and V"
-         : form == Form::KOnly ? "K only"
-                               : "latent";
+  return form == Form::KV           ? "K and V"
+         : form == Form::KVTwoSizes ? "K and V of two head sizes"
+         : form == Form::KOnly      ? "K only"
+                                    : "latent";
 }
 
 /// Every value of an ABI enum, in the order of its names.
@@ -131,6 +134,7 @@ struct Checker {
                                            : "max_seq_len = 4096")
        << (form == Form::Latent ? ", num_kv_heads = 1, head_dim = 576"
                                 : ", num_kv_heads = 8, head_dim = 128")
+       << (form == Form::KVTwoSizes ? ", v_head_dim = 64" : "")
        << ", dtype = " << typeText(dtype);
     if (!quant.empty())
       os << ", quant = " << quant;
@@ -304,8 +308,9 @@ private:
 
   void printKinds(llvm::raw_ostream &os) {
     os << "\n## Kernel kinds and layouts\n\n"
-       << "The forms of cache (K and V, K only, an MLA latent) each kernel "
-          "kind writes or reads in each layout; a bf16 cache.\n\n";
+       << "The forms of cache (K and V, K and V of two head sizes, K only, "
+          "an MLA latent) each kernel kind writes or reads in each layout; "
+          "a bf16 cache (two head sizes: K's 128, V's 64).\n\n";
     std::vector<std::string> header = {"kernel kind"};
     for (abi::Layout layout : kLayouts)
       header.push_back(code(abi::layoutName(layout)));

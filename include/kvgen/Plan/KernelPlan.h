@@ -17,6 +17,7 @@
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
 #include "kvgen/Plan/ChipTable.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,8 +74,15 @@ struct KernelPlan {
   int64_t vectorBytes = 0;
   /// Alignment, in bytes, the kernel assumes of every base pointer.
   int64_t alignment = 1;
-  /// Chunks of `vectorElems` per token (per tensor).
+  /// Chunks of `vectorElems` per token (per tensor): num_kv_heads rows of
+  /// rowDim() elements.
   int64_t chunksPerToken = 1;
+  /// The head size the chunk loop walks: head_dim, or where V's head size
+  /// differs the longer of the two (the other side skips the chunks past
+  /// its row).
+  int64_t rowDim() const {
+    return std::max(cache.getHeadDim(), cache.getValueHeadDim());
+  }
   /// Chunks one iteration of the chunk loop moves: one, or for dynamic
   /// scales the group one scale covers (a token's head, or the token), whose
   /// amax is needed before the first store.

@@ -88,6 +88,38 @@ void KernelBuilder::emitAppend(ArrayRef<ChunkAddresses> chunks, Value block,
                            isKey ? at.keySource : at.valueSource),
                [&](Value v) { return emitFloatCast(b, v, to); });
   };
+  Type storage = cache.getDtype();
+  // One scale per side, or one per side and chunk.
+  size_t perChunk = scales.size() == sides().size() ? 0 : sides().size();
+  auto quantize = [&](size_t chunk, bool isKey, SmallVector<Value> &data) {
+    if (!quant)
+      return;
+    Value scale = scales[chunk * perChunk + (isKey ? 0 : 1)];
+    data = map(data, [&](Value x) {
+      return emitQuantize(b, x, scale, quant, storage, plan.fastDivision);
+    });
+  };
+  auto store = [&](const ChunkAddresses &at, bool isKey, ArrayRef<Value> data) {
+    CacheStrides s = cacheStrides(isKey);
+    Value base =
+        cacheSlotOffset(s, block, pos, isKey ? at.keyCache : at.valueCache);
+    storeChunkAt(data,
+                 arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache), s,
+                 base, isKey);
+  };
+  // K and V of different head sizes: a chunk of the longer side may lie
+  // past the shorter side's row, so each side's chunk is moved under its own
+  // check; the loads no longer all come before the first store.
+  if (cache.isAsymmetric()) {
+    for (auto [i, at] : llvm::enumerate(chunks))
+      for (bool isKey : sides())
+        emitIfInRow(isKey, at.d0, [&, i = i, &at = at] {
+          SmallVector<Value> data = load(at, isKey);
+          quantize(i, isKey, data);
+          store(at, isKey, data);
+        });
+    return;
+  }
   bool withValue = cache.hasValue();
   // Every chunk's K and V are loaded before the first store: the compiler
   // cannot move a load above a store to a cache that might alias it, so the
@@ -105,17 +137,6 @@ void KernelBuilder::emitAppend(ArrayRef<ChunkAddresses> chunks, Value block,
       v = load(at, /*isKey=*/false);
     moved.emplace_back(std::move(k), std::move(v));
   }
-  Type storage = cache.getDtype();
-  // One scale per side, or one per side and chunk.
-  size_t perChunk = scales.size() == sides().size() ? 0 : sides().size();
-  auto quantize = [&](size_t chunk, bool isKey, SmallVector<Value> &data) {
-    if (!quant)
-      return;
-    Value scale = scales[chunk * perChunk + (isKey ? 0 : 1)];
-    data = map(data, [&](Value x) {
-      return emitQuantize(b, x, scale, quant, storage, plan.fastDivision);
-    });
-  };
   // With the fast division each side is quantized just before its store:
   // a chunk's K is stored before V's quantization starts, which frees its
   // registers (quantizing both first leaves ptxas past 32 registers and
@@ -135,12 +156,7 @@ void KernelBuilder::emitAppend(ArrayRef<ChunkAddresses> chunks, Value block,
       SmallVector<Value> &data = isKey ? kv.first : kv.second;
       if (plan.fastDivision)
         quantize(i, isKey, data);
-      CacheStrides s = cacheStrides(isKey);
-      Value base =
-          cacheSlotOffset(s, block, pos, isKey ? at.keyCache : at.valueCache);
-      storeChunkAt(data,
-                   arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache),
-                   s, base, isKey);
+      store(at, isKey, data);
     }
   }
 }
@@ -274,29 +290,47 @@ void KernelBuilder::emitAppendChunk(Value slot, Value t, Value c,
                    });
 }
 
+void KernelBuilder::emitIfInRow(bool isKey, Value d0,
+                                llvm::function_ref<void()> body) {
+  int64_t headDim = cache.getSideHeadDim(isKey);
+  if (headDim == plan.rowDim()) {
+    body();
+    return;
+  }
+  // d0 is a multiple of the vector width, which divides both head sizes:
+  // a chunk lies wholly inside the row or wholly past it.
+  OpBuilder::InsertionGuard guard(b);
+  auto ifOp =
+      scf::IfOp::create(b, cmp(arith::CmpIPredicate::ult, d0, i64(headDim)),
+                        /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  body();
+}
+
 void KernelBuilder::emitGatherChunk(Value slot, Value t, Value c) {
   OpBuilder::InsertionGuard guard(b);
   Value block, pos;
   emitIfValidSlot(slot, block, pos);
   auto [head, d0] = chunkPosition(toI64(c));
   kv::QuantAttr quant = cache.getQuant();
-  for (bool isKey : sides()) {
-    SmallVector<Value> q = loadCacheChunk(
-        arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache),
-        cacheStrides(isKey), block, head, pos, d0, isKey);
-    if (quant) {
-      Value s =
-          quant.getMode() == kv::ScaleMode::Static
-              ? staticScale(isKey, t, head, block)
-              : memref::LoadOp::create(
-                    b,
-                    arg(isKey ? abi::Param::KeyScaleCache
-                              : abi::Param::ValueScaleCache),
-                    ValueRange{toIndex(scaleCacheIndex(block, pos, head))});
-      q = map(q, [&](Value v) { return emitDequantize(b, v, s, quant); });
-    }
-    q = map(q, [&](Value v) { return emitFloatCast(b, v, plan.sourceType); });
-    storeRowChunk(q, arg(isKey ? abi::Param::KeyOut : abi::Param::ValueOut),
-                  sourceStrides(isKey), t, head, d0);
-  }
+  for (bool isKey : sides())
+    emitIfInRow(isKey, d0, [&, head = head, d0 = d0] {
+      SmallVector<Value> q = loadCacheChunk(
+          arg(isKey ? abi::Param::KeyCache : abi::Param::ValueCache),
+          cacheStrides(isKey), block, head, pos, d0, isKey);
+      if (quant) {
+        Value s =
+            quant.getMode() == kv::ScaleMode::Static
+                ? staticScale(isKey, t, head, block)
+                : memref::LoadOp::create(
+                      b,
+                      arg(isKey ? abi::Param::KeyScaleCache
+                                : abi::Param::ValueScaleCache),
+                      ValueRange{toIndex(scaleCacheIndex(block, pos, head))});
+        q = map(q, [&](Value v) { return emitDequantize(b, v, s, quant); });
+      }
+      q = map(q, [&](Value v) { return emitFloatCast(b, v, plan.sourceType); });
+      storeRowChunk(q, arg(isKey ? abi::Param::KeyOut : abi::Param::ValueOut),
+                    sourceStrides(isKey), t, head, d0);
+    });
 }

@@ -187,6 +187,11 @@ private:
   /// turn. Every load comes before the first store.
   void emitAppend(ArrayRef<ChunkAddresses> chunks, Value block, Value pos,
                   ArrayRef<Value> scales);
+  /// Runs `body` for a side's chunk at `d0` where the chunk lies in the
+  /// side's row: always where the side's head size is the chunk loop's
+  /// (plan.rowDim()), under `d0 < head size` for the shorter side of a
+  /// cache whose V head size differs from K's.
+  void emitIfInRow(bool isKey, Value d0, llvm::function_ref<void()> body);
   /// The slot-independent addresses of the chunk at (head, d0) of token `t`.
   ChunkAddresses chunkAddresses(Value t, Value head, Value d0);
   /// K and V, or K alone for a K-only cache: the sides a kernel moves.
@@ -200,7 +205,7 @@ private:
   SmallVector<Value> loadLatentChunk(const ChunkAddresses &at);
   /// The head and first element of chunk `c` (i64) of a token.
   std::pair<Value, Value> chunkPosition(Value c) {
-    int64_t chunksPerHead = cache.getHeadDim() / plan.vectorElems;
+    int64_t chunksPerHead = plan.rowDim() / plan.vectorElems;
     Value c32 = lo(c);
     return {ext(divConst(c32, chunksPerHead)),
             ext(mul(remConst(c32, chunksPerHead), i32(plan.vectorElems)))};

@@ -70,15 +70,59 @@ def test_per_head_fp8_scales_of_another_count_are_refused_before_writing():
     assert not kc.any() and not vc.any()
 
 
-def test_different_k_and_v_head_sizes_are_refused():
-    key, _, kc, _, slots = _flash()
+def _packed(hnd, heads=2, dim=16, v_dim=8, blocks=4, bs=8,
+            dtype=torch.float32):
+    """K and V caches as views of one layer buffer, K's head_size then V's
+    per head and slot (vLLM's asymmetric layout)."""
+    if hnd:
+        packed = torch.zeros(blocks, heads, bs, dim + v_dim, dtype=dtype)
+        kc, vc = packed.transpose(1, 2).split([dim, v_dim], dim=-1)
+    else:
+        packed = torch.zeros(blocks, bs, heads, dim + v_dim, dtype=dtype)
+        kc, vc = packed.split([dim, v_dim], dim=-1)
+    return packed, kc, vc
+
+
+@pytest.mark.parametrize("hnd", [False, True])
+def test_different_k_and_v_head_sizes_write_each_side(compiler_path, hnd):
+    key, _, _, _, slots = _flash()
     value = torch.randn(5, 2, 8)
-    vc = torch.zeros(4, 8, 2, 8)
+    packed, kc, vc = _packed(hnd)
     one = torch.ones(())
-    with pytest.raises(kv.NotProvidedError, match="K and V of different head "
-                       "sizes"):
+    kv.reshape_and_cache_flash(key, value, kc, vc, slots, "auto", one, one)
+    want_k, want_v = torch.zeros_like(kc), torch.zeros_like(vc)
+    for t, slot in enumerate(slots.tolist()):
+        if slot >= 0:
+            want_k[slot // 8, slot % 8] = key[t]
+            want_v[slot // 8, slot % 8] = value[t]
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+
+
+def test_different_head_sizes_with_per_head_fp8_scales(compiler_path):
+    key, _, _, _, slots = _flash()
+    value = torch.randn(5, 2, 8)
+    packed, kc, vc = _packed(False, dtype=torch.uint8)
+    k_scale = torch.tensor([0.5, 2.0])
+    v_scale = torch.tensor([4.0, 0.25])
+    kv.reshape_and_cache_flash(key, value, kc, vc, slots, "fp8", k_scale,
+                               v_scale)
+    for cache, src, scale in ((kc, key, k_scale), (vc, value, v_scale)):
+        want = (src.float() / scale.view(1, -1, 1)).to(
+            torch.float8_e4m3fn).view(torch.uint8)
+        for t, slot in enumerate(slots.tolist()):
+            if slot >= 0:
+                assert torch.equal(cache[slot // 8, slot % 8], want[t]), t
+
+
+def test_value_of_another_head_size_than_value_cache_is_refused(compiler_path):
+    key, _, _, _, slots = _flash()
+    value = torch.randn(5, 2, 16)
+    packed, kc, vc = _packed(False)
+    one = torch.ones(())
+    with pytest.raises(kvgen.InvalidArgumentError,
+                       match=r"value: shape\[2\] \(v_head_dim\) is 16"):
         kv.reshape_and_cache_flash(key, value, kc, vc, slots, "auto", one, one)
-    assert not kc.any() and not vc.any()
+    assert not packed.any()
 
 
 @pytest.mark.parametrize("dtype,provided", [

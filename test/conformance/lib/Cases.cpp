@@ -8,6 +8,7 @@
 
 #include "conformance/Conformance.h"
 
+#include "conformance/AsymmetricCases.h"
 #include "conformance/Harness.h"
 #include "conformance/LatentCases.h"
 #include "conformance/QuantHarness.h"
@@ -1409,6 +1410,18 @@ std::vector<CaseDef> casesFor(const Description &desc, bool wide) {
                                   env.stats.bytesCompared,
                                   env.maxShown};
              return run(latent, failure);
+           }});
+    return cases;
+  }
+  // K and V of different head sizes: their sources and caches have two
+  // shapes (AsymmetricCases.cpp).
+  if (desc.vHeadDim) {
+    for (AsymmetricCase &c : asymmetricCases(desc, wide))
+      cases.push_back(
+          {c.first, [run = c.second](CaseEnv &env, std::string &failure) {
+             AsymmetricCaseEnv asym{env.backend, env.desc, env.bundle, env.rng,
+                                    env.stats.bytesCompared};
+             return run(asym, failure);
            }});
     return cases;
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <tuple>
 
@@ -139,7 +140,10 @@ std::string Description::cacheType() const {
   os << "!kv.cache<layout = " << layoutName(layout) << ", "
      << (layout == Layout::Contiguous ? "max_seq_len" : "block_size") << " = "
      << blockSize << ", num_kv_heads = " << numKvHeads
-     << ", head_dim = " << headDim << ", dtype = " << dtypeName(cacheDtype);
+     << ", head_dim = " << headDim;
+  if (vHeadDim)
+    os << ", v_head_dim = " << vHeadDim;
+  os << ", dtype = " << dtypeName(cacheDtype);
   if (quant)
     os << ", quant = " << quant->attr();
   if (kOnly && !latent())
@@ -181,9 +185,12 @@ bool Description::hasWideKernel() const {
   int64_t widest = static_cast<int64_t>(
       std::max(dtypeBytes(sourceDtype), dtypeBytes(cacheDtype)));
   int64_t vec = 16 / widest;
-  while (headDim % vec != 0)
+  // Where V's head size differs, the chunk divides both and the loop walks
+  // the longer head.
+  int64_t part = std::gcd(headDim, valueHeadDim());
+  while (part % vec != 0)
     vec /= 2;
-  int64_t chunksPerToken = numKvHeads * headDim / vec;
+  int64_t chunksPerToken = numKvHeads * std::max(headDim, valueHeadDim()) / vec;
   // A dynamic scale's iteration is its group: the token's chunks, or its
   // head's. Only a group of one chunk leaves room for a second one.
   int64_t chunksPerGroup = 1;
@@ -215,6 +222,8 @@ std::string Description::summary() const {
      << (layout == Layout::Contiguous ? "max_seq_len " : "block_size ")
      << blockSize << ", " << numKvHeads << " kv heads, head_dim " << headDim
      << ", ";
+  if (vHeadDim)
+    os << "v_head_dim " << vHeadDim << ", ";
   if (readsRows())
     os << dtypeName(cacheDtype) << " -> " << dtypeName(outputDtype);
   else
@@ -549,6 +558,8 @@ std::vector<Description> conformanceMatrix() {
   matrix.push_back(fp8);
   for (Description &desc : latentMatrix())
     matrix.push_back(std::move(desc));
+  for (Description &desc : asymmetricMatrix())
+    matrix.push_back(std::move(desc));
   return matrix;
 }
 
@@ -566,14 +577,16 @@ std::vector<Description> reducedMatrix() {
     if (desc.name.rfind("gpu_", 0) == 0)
       continue;
     // Quantized: the layout rotates within the group instead (the
-    // sanitizer runs have minutes, not hours).
-    Key key = desc.quant
-                  ? std::make_tuple(desc.kind, Layout::PagedNHD, DType::F32,
-                                    desc.cacheDtype,
-                                    static_cast<int>(desc.quant->mode) + 1 +
-                                        (desc.kOnly ? 3 : 0))
-                  : std::make_tuple(desc.kind, desc.layout, desc.sourceDtype,
-                                    desc.cacheDtype, desc.kOnly ? 3 : 0);
+    // sanitizer runs have minutes, not hours). K and V of two head sizes
+    // form groups of their own, which leave the others' picks as they were.
+    int form = (desc.kOnly ? 3 : 0) + (desc.vHeadDim ? 6 : 0);
+    Key key =
+        desc.quant
+            ? std::make_tuple(desc.kind, Layout::PagedNHD, DType::F32,
+                              desc.cacheDtype,
+                              static_cast<int>(desc.quant->mode) + 1 + form)
+            : std::make_tuple(desc.kind, desc.layout, desc.sourceDtype,
+                              desc.cacheDtype, form);
     auto &members = groups[key];
     if (members.empty())
       order.push_back(key);

@@ -306,6 +306,10 @@ bool CacheType::isPaged() const { return getLayoutInfo().paged(); }
 
 bool CacheType::hasValue() const { return !getKOnly() && !getLatent(); }
 
+int64_t CacheType::getValueHeadDim() const {
+  return getVHeadDim().value_or(getHeadDim());
+}
+
 LogicalResult LatentAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  int64_t kvLoraRank, int64_t ropeDim) {
   if (kvLoraRank <= 0 || ropeDim <= 0)
@@ -377,11 +381,59 @@ verifyCacheLimits(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+/// A V head size of its own (`v_head_dim`): the layouts whose V side holds
+/// whole rows apart from K's, the limits of head_dim, static scales.
+static LogicalResult
+verifyValueHeadDim(function_ref<InFlightDiagnostic()> emitError,
+                   LayoutKind layout, int64_t numKvHeads, int64_t headDim,
+                   int64_t vHeadDim, QuantAttr quant, bool kOnly,
+                   LatentAttr latent) {
+  if (vHeadDim <= 0)
+    return emitError() << "v_head_dim must be positive, got " << vHeadDim;
+  // One spelling per cache: the default is head_dim.
+  if (vHeadDim == headDim)
+    return emitError() << "v_head_dim " << vHeadDim
+                       << " is head_dim: leave it out (V's head size "
+                          "defaults to head_dim)";
+  if (kOnly || latent)
+    return emitError() << "a " << (latent ? "latent" : "K-only")
+                       << " cache has no V: v_head_dim has no meaning";
+  const kvgen::abi::LayoutInfo &info = kvgen::abi::layoutInfo(layout);
+  auto apart = [](const kvgen::abi::LayoutInfo &candidate) {
+    return !candidate.stacked() && !candidate.hasX() &&
+           candidate.chunkContiguous();
+  };
+  if (!apart(info))
+    return emitError() << "the " << info.name
+                       << " layout has one head size for K and V ("
+                       << (info.stacked() ? "its sides are stacked in one "
+                                            "tensor"
+                                          : "its V side is not whole rows of "
+                                            "head_dim")
+                       << "): v_head_dim needs layout = "
+                       << kvgen::abi::layoutNamesWhere(apart);
+  if (vHeadDim > kvgen::abi::kMaxHeadDim)
+    return emitError() << "v_head_dim " << vHeadDim
+                       << " is past the limit: a kernel supports at most "
+                       << kvgen::abi::kMaxHeadDim;
+  if (numKvHeads * vHeadDim > kvgen::abi::kMaxElementsPerToken)
+    return emitError() << "num_kv_heads * v_head_dim " << numKvHeads * vHeadDim
+                       << " is past the limit: a kernel supports at most "
+                       << kvgen::abi::kMaxElementsPerToken;
+  // The dynamic append finds a group's amax over K's and V's chunks in one
+  // lane loop; it has no form for sides of different lengths yet.
+  if (quant && quant.getMode() == ScaleMode::Dynamic)
+    return emitError() << "a cache with v_head_dim takes static scales only";
+  return success();
+}
+
 LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                                 LayoutKind layout, int64_t blockSize,
                                 int64_t maxSeqLen, int64_t numKvHeads,
-                                int64_t headDim, Type dtype, QuantAttr quant,
-                                bool kOnly, LatentAttr latent) {
+                                int64_t headDim,
+                                std::optional<int64_t> vHeadDim, Type dtype,
+                                QuantAttr quant, bool kOnly,
+                                LatentAttr latent) {
   if (numKvHeads <= 0)
     return emitError() << "num_kv_heads must be positive, got " << numKvHeads;
   if (headDim <= 0)
@@ -438,6 +490,10 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                          << " elements (16 bytes of " << dtype
                          << ") per vector; x must divide head_dim " << headDim;
   }
+  if (vHeadDim &&
+      failed(verifyValueHeadDim(emitError, layout, numKvHeads, headDim,
+                                *vHeadDim, quant, kOnly, latent)))
+    return failure();
   if (kOnly || latent)
     return verifyKOnly(emitError, layout, numKvHeads, headDim, quant, latent);
   return success();

@@ -91,6 +91,9 @@ struct Description {
   int64_t blockSize = 16;
   int64_t numKvHeads = 8;
   int64_t headDim = 128;
+  /// V's head size where it differs from K's (`v_head_dim`); 0: headDim.
+  int64_t vHeadDim = 0;
+  int64_t valueHeadDim() const { return vHeadDim ? vHeadDim : headDim; }
   /// Dtype of the new K/V rows; unused by slot_mapping and gather.
   DType sourceDtype = DType::BF16;
   /// For a quantized cache, the storage type of `quant`.
@@ -187,6 +190,10 @@ std::vector<Description> reducedMatrix();
 
 /// The K-only and MLA latent descriptions of the matrix (LatentMatrix.cpp).
 std::vector<Description> latentMatrix();
+
+/// The descriptions whose V head size differs from K's
+/// (AsymmetricCases.cpp).
+std::vector<Description> asymmetricMatrix();
 
 /// The description named `name` in `matrix`, if any.
 std::optional<Description>

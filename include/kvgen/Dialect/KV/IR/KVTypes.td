@@ -13,6 +13,13 @@ def KV_LayoutParameter : AttrOrTypeParameter<"::kvgen::abi::Layout",
   let printer = "$_printer << ::kvgen::abi::layoutName($_self)";
 }
 
+// V's head size where it differs from head_dim: absent, not a sentinel, so
+// that `v_head_dim = 0` is refused like any other non-positive size.
+def KV_HeadDimParameter : OptionalParameter<"::std::optional<int64_t>",
+    "V's head size, where it differs from head_dim"> {
+  let printer = "$_printer << *$_self";
+}
+
 class KV_Type<string name, string typeMnemonic, list<Trait> traits = []>
     : TypeDef<KV_Dialect, name, traits> {
   let mnemonic = typeMnemonic;
@@ -35,11 +42,21 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
     one head whose row is the concatenation of the latent's two parts:
     `head_dim = kv_lora_rank + rope_dim`.
 
+    `v_head_dim` gives V a head size of its own (K 192 / V 128): left out,
+    V's rows are `head_dim` long like K's. Given, it differs from
+    `head_dim`, and the layout keeps K's and V's sides apart with whole
+    rows: a stacked layout has one head_dim for both sides, a layout that
+    splits head_dim into x groups or keeps V's head_dim elements apart has
+    no V row of its own, nor has a K-only or latent cache. Its scales are
+    static.
+
     ```mlir
     !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8,
               head_dim = 128, dtype = bf16>
     !kv.cache<layout = contiguous, max_seq_len = 4096, num_kv_heads = 8,
               head_dim = 128, dtype = f16>
+    !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8,
+              head_dim = 192, v_head_dim = 128, dtype = bf16>
     !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads = 1,
               head_dim = 576, dtype = bf16,
               latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>>
@@ -51,6 +68,7 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
       DefaultValuedParameter<"int64_t", "0">:$max_seq_len,
       "int64_t":$num_kv_heads,
       "int64_t":$head_dim,
+      KV_HeadDimParameter:$v_head_dim,
       "::mlir::Type":$dtype,
       OptionalParameter<"::kvgen::kv::QuantAttr">:$quant,
       DefaultValuedParameter<"bool", "false">:$k_only,
@@ -68,6 +86,14 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
     bool isPaged() const;
     /// Whether the cache has a V side: not `k_only`, not latent.
     bool hasValue() const;
+    /// V's head size: `v_head_dim` where given, else head_dim.
+    int64_t getValueHeadDim() const;
+    /// Whether V's head size differs from K's.
+    bool isAsymmetric() const { return getVHeadDim().has_value(); }
+    /// The head size of a side: head_dim for K, getValueHeadDim() for V.
+    int64_t getSideHeadDim(bool isKey) const {
+      return isKey ? getHeadDim() : getValueHeadDim();
+    }
   }];
 }
 
