@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 
 import kvgen  # noqa: E402
 import kvgen.vllm as kv  # noqa: E402
+from kvgen import _vllm_cache  # noqa: E402
 from kvgen import compiler, errors  # noqa: E402
 
 FLOAT8 = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn,
@@ -170,20 +171,20 @@ def test_nothing_converts_without_kvgen_kernels(compiler_path, monkeypatch):
         raise errors.CompilerError("refused for the test")
 
     monkeypatch.setattr(compiler, "compile", refuse)
-    monkeypatch.setattr(kv, "_converters", {})
+    monkeypatch.setattr(_vllm_cache, "_converters", {})
     dst = _poisoned((2, 40), torch.uint8)
     _refused(kvgen.KernelNotAvailableError, "refused for the test", dst,
              torch.randn(2, 40))
 
 
 def test_rows_merge_by_powers_of_two_up_to_1024():
-    assert kv._convert_row((3, 4, 16, 8)) == (3, 512)
-    assert kv._convert_row((1024, 8, 64, 16)) == (8192, 1024)
-    assert kv._convert_row((8, 16, 576)) == (128, 576)
-    assert kv._convert_row((8, 16, 320)) == (64, 640)
-    assert kv._convert_row((5, 7, 3)) == (35, 3)
-    assert kv._convert_row((2, 4096)) == (8, 1024)
-    assert kv._convert_row(()) == (1, 1)
+    assert _vllm_cache._convert_row((3, 4, 16, 8)) == (3, 512)
+    assert _vllm_cache._convert_row((1024, 8, 64, 16)) == (8192, 1024)
+    assert _vllm_cache._convert_row((8, 16, 576)) == (128, 576)
+    assert _vllm_cache._convert_row((8, 16, 320)) == (64, 640)
+    assert _vllm_cache._convert_row((5, 7, 3)) == (35, 3)
+    assert _vllm_cache._convert_row((2, 4096)) == (8, 1024)
+    assert _vllm_cache._convert_row(()) == (1, 1)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(),
