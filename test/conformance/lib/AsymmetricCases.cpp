@@ -350,7 +350,8 @@ std::vector<Description> asymmetricMatrix() {
            fp8Tensor),
       asym(Layout::PagedHND, 16, 8, 192, 128, DType::BF16, DType::F8E4M3,
            fp8Head),
-      asym(Layout::PagedNHD, 16, 2, 16, 8, DType::BF16, DType::F8E4M3, fp8Head),
+      asym(Layout::PagedNHD, 16, 2, 32, 16, DType::BF16, DType::F8E4M3,
+           fp8Head),
       asym(Layout::PagedHND, 5, 2, 64, 32, DType::F16, DType::I8,
            int8TokenHead),
   };
@@ -381,7 +382,7 @@ std::vector<AsymmetricCase> asymmetricCases(const Description &desc,
     if (wide) {
       Spec forced;
       forced.variant = KVRT_VARIANT_WIDE;
-      add(cases, "wide", prefill, forced);
+      add(cases, "prefill/wide", prefill, forced);
     }
   }
   Spec badValue;

@@ -232,8 +232,9 @@ TEST(DescriptionTest, MatrixCoversEveryAxisPerLayout) {
           layout == Layout::Contiguous
               ? d.blockSize == 64 || d.blockSize == 128 || d.blockSize == 256
               : d.blockSize == 16 || d.blockSize == 32 || d.blockSize == 64;
+      // K and V of two head sizes have their own rows (AsymmetricCases).
       if (d.layout != layout || d.kind != Kind::Append || d.quant ||
-          !baseSize || d.name.rfind("gpu_", 0) == 0)
+          d.vHeadDim || !baseSize || d.name.rfind("gpu_", 0) == 0)
         continue;
       seenPairs.insert({d.sourceDtype, d.cacheDtype});
       heads.insert(d.numKvHeads);
@@ -417,13 +418,14 @@ TEST(DescriptionTest, ReducedMatrixIsACoveringSubset) {
       sizes.insert(d.blockSize);
   }
   // appends, fused, slot mapping, gathers, mla_append, mla_fused_append,
-  // paged_kv_append
-  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u + 1u + 1u + 4u);
+  // paged_kv_append, fused_gather (its latent and K-only caches)
+  EXPECT_EQ(kinds.size(), 5u + 4u + 4u + 5u + 1u + 1u + 4u + 2u);
   EXPECT_EQ(pairs.size(), 7u);
   // (append, fused) x 3 kinds x 2 modes, the gathers' 3 x 2, the two fp8
   // kinds of the MLA append and the fused MLA append's fp8 e4m3, and
-  // paged_kv_append's fp8 e4m3 static and int8 dynamic.
-  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u + 1u + 2u);
+  // paged_kv_append's fp8 e4m3 static and int8 dynamic, fused_gather's fp8
+  // e4m3 static.
+  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u + 1u + 2u + 1u);
   for (int64_t h : {1, 3, 8})
     EXPECT_TRUE(heads.count(h)) << h;
   for (int64_t d : {64, 128, 256})
