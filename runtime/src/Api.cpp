@@ -92,13 +92,13 @@ kvrt_status kvrt_bundle_set_programmatic_launch(kvrt_bundle *bundle,
   return guarded([&] { return setProgrammaticLaunch(bundle, enabled); });
 }
 
-// kvrt_append, kvrt_gather, ...: one per args struct (Args.h).
-#define KVRT_LAUNCH_ENTRY(Struct, Kind, FirstSize, Entry)                      \
+// kvrt_append, kvrt_gather, ...: one per kind (kvrt.h's KVRT_FOR_EACH_KIND).
+#define KVRT_LAUNCH_ENTRY(Kind, Struct, FirstSize, Entry, Variant)             \
   kvrt_status Entry(kvrt_bundle *bundle, const Struct *args,                   \
                     kvrt_stream stream) {                                      \
     return guarded([&] { return launch(bundle, args, stream); });              \
   }
-KVRT_FOR_EACH_ARGS(KVRT_LAUNCH_ENTRY)
+KVRT_FOR_EACH_KIND(KVRT_LAUNCH_ENTRY)
 #undef KVRT_LAUNCH_ENTRY
 
 } // extern "C"

@@ -471,9 +471,9 @@ Status launch(kvrt_bundle *bundle, const Args *given, kvrt_stream stream) {
   return run(*bundle, plan, variant, stream);
 }
 
-#define KVRT_INSTANTIATE_LAUNCH(Struct, Kind, FirstSize, Entry)                \
+#define KVRT_INSTANTIATE_LAUNCH(Kind, Struct, FirstSize, Entry, Variant)       \
   template Status launch(kvrt_bundle *, const Struct *, kvrt_stream);
-KVRT_FOR_EACH_ARGS(KVRT_INSTANTIATE_LAUNCH)
+KVRT_FOR_EACH_KIND(KVRT_INSTANTIATE_LAUNCH)
 #undef KVRT_INSTANTIATE_LAUNCH
 
 } // namespace kvrt::impl
