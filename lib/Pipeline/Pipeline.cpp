@@ -58,16 +58,7 @@ std::optional<std::string> PipelineOptions::check() const {
 }
 
 PlanOptions PipelineOptions::getPlanOptions() const {
-  PlanOptions options;
-  options.chip = chip;
-  options.chunksPerThread = chunksPerThread;
-  options.tokensPerBlock = tokensPerBlock;
-  options.wholeWarps = wholeWarps;
-  options.minBlocksPerSM = minBlocksPerSM;
-  options.wideMinTokens = wideMinTokens;
-  options.wideMaxTokens = wideMaxTokens;
-  options.fastDivision = fastDivision;
-  return options;
+  return planOptionsFrom(*this);
 }
 
 KVLoopsToGPUOptions PipelineOptions::getGPUMappingOptions() const {

@@ -13,6 +13,7 @@ __dlpack__. See docs/PYTHON.md.
 """
 
 from . import errors, ops
+from .blocks import copy_blocks
 from .bundle import Bundle
 from .compiler import cache_dir, compile, describe, find_compiler
 from .errors import (BundleIOError, CacheError, CompilerError,
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Bundle", "compile", "describe", "cache_dir", "find_compiler", "ops",
+    "copy_blocks",
     "errors", "KvgenError", "KvrtError", "InvalidArgumentError",
     "InvalidBundleError", "NotFoundError", "NoDriverError", "NoDeviceError",
     "UnsupportedDeviceError", "DriverError", "BundleIOError", "InternalError",

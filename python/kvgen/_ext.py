@@ -21,6 +21,8 @@ _lock = threading.Lock()
 _ext = None
 # The module as loaded for its tables alone (kinds()), without libkvrt.
 _tables = None
+# kvrt's entry point with no kind and no bundle: its block copy.
+COPY_BLOCKS = "kvrt_copy_blocks"
 
 
 def _candidates():
@@ -69,8 +71,10 @@ def get():
             return _ext
         k = _kvrt.lib()
         module = _find(_candidates())
-        # kvrt's entry point of each kind, in the order of its KINDS.
-        module.init(*[k.entry(kind[4]) for kind in module.KINDS])
+        # kvrt's entry point of each kind, in the order of its KINDS, then
+        # its block copy's (kvgen.copy_blocks).
+        module.init(*[k.entry(kind[4]) for kind in module.KINDS],
+                    k.entry(COPY_BLOCKS))
         sys.modules.setdefault("kvgen._kvext", module)
         _ext = module
         return module

@@ -4,14 +4,13 @@ table (gather_and_maybe_dequant_cache, cp_gather_cache on the fused_gather
 kernels) and swap_blocks (kvrt's checked block copy). kvgen.vllm exports
 them with vLLM's signatures."""
 
-import ctypes
 import math
 import numbers
 import threading
 
 import torch
 
-from . import _dlpack, _ext, _kvrt, compiler, errors
+from . import _dlpack, _ext, blocks, compiler, errors
 from ._vllm_common import (_DESC_FP8, _OTHER_VLLM_DTYPES, NotProvidedError,
                            _bad, _check_dtype, _per_tensor_scales, _target)
 from .bundle import torch_current_stream
@@ -438,30 +437,17 @@ def swap_blocks(src, dst, block_size_in_bytes, block_mapping):
             not 0 < block_size_in_bytes < 1 << 63):
         raise _bad("%s: block_size_in_bytes %r is not a positive 64-bit "
                    "integer", op, block_size_in_bytes)
-    keep = []
-    descs = _dlpack.describe_all([t for t, _ in tensors],
-                                 [n for _, n in tensors], keep, ("dst",))
-    k = _kvrt.lib()
-    entry = getattr(k.handle, "kvrt_copy_blocks", None)
-    if entry is None:
-        raise errors.LibraryNotFoundError(
-            "the libkvrt at %s lacks kvrt_copy_blocks; it is older than this "
-            "package" % k.path)
-    address = ctypes.cast(entry, ctypes.c_void_p).value
-    ext = _ext.get()
     gpu = src if src.is_cuda else dst if dst.is_cuda else None
     if gpu is None:
-        status = ext.copy_blocks(address, descs[0], descs[1],
-                                 int(block_size_in_bytes), descs[2], 0)
+        blocks.copy_blocks(src, dst, int(block_size_in_bytes), block_mapping,
+                           0)
     else:
         # The GPU's current context and stream, as vLLM's device guard and
         # getCurrentCUDAStream give them.
         index = gpu.get_device()
-        stream = ext.work_stream(gpu, _dlpack.CUDA, index)
+        stream = _ext.get().work_stream(gpu, _dlpack.CUDA, index)
         if stream is None:
             stream = torch_current_stream(index)
         with torch.cuda.device(index):
-            status = ext.copy_blocks(address, descs[0], descs[1],
-                                     int(block_size_in_bytes), descs[2],
-                                     stream)
-    _kvrt.check(status)
+            blocks.copy_blocks(src, dst, int(block_size_in_bytes),
+                               block_mapping, stream)

@@ -118,6 +118,7 @@ static int build_kinds(void) {
 }
 
 void *kvext_entry[NUM_KINDS];
+void *kvext_copy_entry;
 
 /* Fills kind's args struct in `u` from the tensors `p` (its struct's order,
  * NULL where absent), as KVRT_ARGS_INIT would start it; returns its size. */
@@ -186,25 +187,25 @@ int kvext_as_pointer(PyObject *o, void **out) {
   return PyErr_Occurred() ? -1 : 0;
 }
 
-/* init(*addresses): kvrt's entry points, one per kind in KINDS' order, as
- * the addresses of the loaded libkvrt's symbols (0 or None: absent). */
+/* init(*addresses): kvrt's entry points, one per kind in KINDS' order, then
+ * kvrt_copy_blocks, as the addresses of the loaded libkvrt's symbols (0 or
+ * None: absent). */
 static PyObject *kvext_init(PyObject *self, PyObject *args) {
   (void)self;
-  if (PyTuple_Size(args) != NUM_KINDS) {
-    PyErr_Format(PyExc_TypeError, "init: expected %d addresses", NUM_KINDS);
+  if (PyTuple_Size(args) != NUM_KINDS + 1) {
+    PyErr_Format(PyExc_TypeError, "init: expected %d addresses", NUM_KINDS + 1);
     return NULL;
   }
-  void *found[NUM_KINDS];
-  for (int i = 0; i < NUM_KINDS; ++i)
+  void *found[NUM_KINDS + 1];
+  for (int i = 0; i < NUM_KINDS + 1; ++i)
     if (kvext_as_pointer(PyTuple_GetItem(args, i), &found[i]))
       return NULL;
   memcpy(kvext_entry, found, sizeof(kvext_entry));
+  kvext_copy_entry = found[NUM_KINDS];
   Py_RETURN_NONE;
 }
 
-/* Fills tensor `i` of `t` from a Python description (data, device_type,
- * device_id, code, bits, shape, strides), or NULL for None. */
-static int from_desc(PyObject *d, tensors *t, int i) {
+int kvext_from_desc(PyObject *d, tensors *t, int i) {
   if (d == Py_None) {
     t->ptr[i] = NULL;
     return 0;
@@ -290,7 +291,7 @@ static PyObject *kvext_launch(PyObject *self, PyObject *args) {
   tensors t;
   memset(t.ptr, 0, sizeof(t.ptr));
   for (Py_ssize_t i = 0; i < n; ++i)
-    if (from_desc(PyTuple_GetItem(descs, i), &t, (int)i))
+    if (kvext_from_desc(PyTuple_GetItem(descs, i), &t, (int)i))
       return NULL;
   /* The objects the launch reads (the name) stay alive: `args` holds them. */
   return PyLong_FromLong(kvext_call_kvrt(kind, h, name, variant, s, &t));

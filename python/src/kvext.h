@@ -71,8 +71,10 @@ enum {
   F_STACKED = 4, /* paged: one [pages, 2, ...] tensor holds K and V */
 };
 
-/* kvrt's entry points, by kind (kvext.c's init()); NULL where absent. */
+/* kvrt's entry points, by kind, and kvrt_copy_blocks (kvext.c's init());
+ * NULL where absent. */
 extern void *kvext_entry[NUM_KINDS];
+extern void *kvext_copy_entry;
 
 /* One kvrt call of kind `kind` over the tensors of `t` (in its args struct's
  * order), the GIL released (kvrt may wait on the driver). */
@@ -81,6 +83,11 @@ kvrt_status kvext_call_kvrt(int kind, void *handle, const char *kernel,
 
 /* `o` as an address: None is NULL. -1 with a Python error otherwise. */
 int kvext_as_pointer(PyObject *o, void **out);
+
+/* Fills tensor `i` of `t` from a Python description (data, device_type,
+ * device_id, code, bits, shape, strides; kvgen/_dlpack.py), or NULL for
+ * None. -1 with a Python error otherwise. */
+int kvext_from_desc(PyObject *d, tensors *t, int i);
 
 /* The fast path's module functions (kvext_fast.c). */
 PyObject *kvext_flash(PyObject *self, PyObject *args);

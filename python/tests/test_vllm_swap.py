@@ -140,12 +140,33 @@ def test_refusals_write_nothing():
     _refused("dst: shares bytes with src", src, src, 256, good)
 
 
+def test_kvgen_copy_blocks_takes_any_dlpack_tensor():
+    # The package's own copy, which swap_blocks calls: NumPy caches, the
+    # mapping a NumPy array too.
+    np = pytest.importorskip("numpy")
+    src = _cache((8, 4, 32), torch.float32, 3).numpy()
+    dst = _poisoned((8, 4, 32), torch.float32).numpy()
+    pairs = [(1, 6), (7, 0)]
+    want = _expected(torch.from_numpy(src), torch.from_numpy(dst), pairs)
+    kvgen.copy_blocks(src, dst, 512, np.array(pairs, dtype=np.int64))
+    assert torch.equal(torch.from_numpy(dst), want)
+    with pytest.raises(kvgen.InvalidArgumentError,
+                       match="block_bytes is 256 but a block of src and dst "
+                             "is 512 bytes"):
+        kvgen.copy_blocks(src, dst, 256, np.array(pairs, dtype=np.int64))
+    with pytest.raises(kvgen.InvalidArgumentError,
+                       match="copy_blocks: block_bytes 2.5 is not a positive "
+                             "64-bit integer"):
+        kvgen.copy_blocks(src, dst, 2.5, np.array(pairs, dtype=np.int64))
+
+
 def test_a_libkvrt_without_it_is_named(monkeypatch):
     from kvgen import _kvrt
 
     class Old:
         handle = object()
         path = "/old/libkvrt.so"
+        entry = staticmethod(lambda name: None)
 
     monkeypatch.setattr(_kvrt, "lib", lambda: Old)
     with pytest.raises(kvgen.LibraryNotFoundError,

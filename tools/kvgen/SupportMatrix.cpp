@@ -3,7 +3,8 @@
 // Rows and columns are the kernel ABI's vocabulary (include/kvgen/ABI/*.def)
 // and the chips kvgen accepts (Chip.cpp); a cell is what the kv dialect's
 // verifier says of a description of it, a chip's conversions are read off the
-// PTX kvgen emits for it. Nothing here restates a rule. The test
+// PTX kvgen emits for it (a cell's description and the question are
+// SupportChecker.cpp's). Nothing here restates a rule. The test
 // test/tools/support-matrix.test checks docs/SUPPORT.md against this output
 // and compiles every supported cell for the host.
 //
@@ -11,6 +12,7 @@
 
 #include "SupportMatrix.h"
 #include "Options.h"
+#include "SupportChecker.h"
 
 #include "kvgen/ABI/ABI.h"
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
@@ -40,6 +42,7 @@
 using namespace mlir;
 using namespace kvgen;
 namespace cl = llvm::cl;
+using namespace kvgen::driver::matrix;
 
 static cl::opt<std::string> supportMatrixFlag(
     "print-support-matrix",
@@ -53,149 +56,6 @@ bool driver::supportMatrixRequested() {
 }
 
 namespace {
-
-/// The shapes of cache a description can have: K and V of one head size
-/// or of two (`v_head_dim`), K only, an MLA latent.
-enum class Form { KV, KVTwoSizes, KOnly, Latent };
-constexpr Form kForms[] = {Form::KV, Form::KVTwoSizes, Form::KOnly,
-                           Form::Latent};
-
-const char *formName(Form form) {
-  return form == Form::KV           ? "K and V"
-         : form == Form::KVTwoSizes ? "K and V of two head sizes"
-         : form == Form::KOnly      ? "K only"
-                                    : "latent";
-}
-
-/// Every value of an ABI enum, in the order of its names.
-template <typename Enum, size_t N>
-constexpr std::array<Enum, N> allOf(const char *const (&)[N]) {
-  std::array<Enum, N> all{};
-  for (size_t i = 0; i < N; ++i)
-    all[i] = static_cast<Enum>(i);
-  return all;
-}
-constexpr auto kLayouts = allOf<abi::Layout>(abi::kLayoutNames);
-constexpr auto kKinds = allOf<abi::KernelKind>(abi::kKindNames);
-constexpr auto kDTypes = allOf<abi::DType>(abi::kDTypeNames);
-constexpr auto kQuantKinds = allOf<abi::QuantKind>(abi::kQuantKindNames);
-constexpr auto kGranularities =
-    allOf<abi::ScaleGranularity>(abi::kGranularityNames);
-constexpr auto kModes = allOf<abi::ScaleMode>(abi::kScaleModeNames);
-
-struct Checker {
-  explicit Checker(MLIRContext &context) : context(context) {}
-
-  /// MLIR's spelling of an ABI dtype: its name, but for the fp8 types.
-  static std::string typeText(abi::DType dtype) {
-    return dtype == abi::DType::F8E4M3   ? "f8E4M3FN"
-           : dtype == abi::DType::F8E5M2 ? "f8E5M2"
-                                         : abi::dtypeName(dtype);
-  }
-
-  /// The ABI dtype a quantization kind stores (QuantAttr::getStorageType).
-  abi::DType storageOf(abi::QuantKind kind) {
-    Type storage =
-        kv::QuantAttr::get(&context, kind, abi::ScaleGranularity::PerTensor,
-                           abi::ScaleMode::Static, false)
-            .getStorageType(&context);
-    abi::DType dtype;
-    if (!abi::parseDType(kv::getDTypeName(storage), &dtype))
-      llvm::report_fatal_error("a quantization kind stores no ABI dtype");
-    return dtype;
-  }
-
-  /// What a kind's op takes after its cache, as its rows trait says:
-  /// " from " the rows' type, " to " it, or nothing.
-  StringRef clauseOf(abi::KernelKind kind) {
-    if (!RegisteredOperationName::lookup(
-            (Twine("kv.") + abi::kindName(kind)).str(), &context))
-      llvm::report_fatal_error(Twine("the ABI's kernel kind '") +
-                               abi::kindName(kind) + "' has no kv op");
-    switch (abi::kindTraits(kind).rows) {
-    case abi::KindRows::Into:
-      return " from ";
-    case abi::KindRows::OutOf:
-      return " to ";
-    case abi::KindRows::None:
-      break;
-    }
-    return "";
-  }
-
-  /// A cache of `form` in `layout` storing `dtype`, quantized by `quant` (or
-  /// not: empty), of 8 heads of 128 or a latent of 512 + 64.
-  std::string cacheText(abi::Layout layout, Form form, abi::DType dtype,
-                        StringRef quant) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "!kv.cache<layout = " << abi::layoutName(layout) << ", "
-       << (abi::layoutInfo(layout).paged() ? "block_size = 16"
-                                           : "max_seq_len = 4096")
-       << (form == Form::Latent ? ", num_kv_heads = 1, head_dim = 576"
-                                : ", num_kv_heads = 8, head_dim = 128")
-       << (form == Form::KVTwoSizes ? ", v_head_dim = 64" : "")
-       << ", dtype = " << typeText(dtype);
-    if (!quant.empty())
-      os << ", quant = " << quant;
-    if (form == Form::KOnly)
-      os << ", k_only = true";
-    if (form == Form::Latent)
-      os << ", latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>";
-    os << ">";
-    return text;
-  }
-
-  static std::string quantText(abi::QuantKind kind, abi::ScaleGranularity g,
-                               abi::ScaleMode mode, bool reciprocal = false) {
-    return (Twine("#kv.quant<kind = ") + abi::quantKindName(kind) +
-            ", granularity = " + abi::granularityName(g) +
-            ", mode = " + abi::scaleModeName(mode) +
-            (reciprocal ? ", reciprocal = true" : "") + ">")
-        .str();
-  }
-
-  /// One kernel of `kind` on `cache`, its rows of `rows`.
-  std::string opText(abi::KernelKind kind, StringRef symbol, StringRef cache,
-                     abi::DType rows) {
-    std::string text =
-        (Twine("kv.") + abi::kindName(kind) + " @" + symbol + " : " + cache)
-            .str();
-    StringRef clause = clauseOf(kind);
-    return clause.empty() ? text : text + clause.str() + typeText(rows);
-  }
-
-  /// Whether the dialect accepts `op` (a kv op's text); `why` receives the
-  /// first error otherwise. An accepted op is kept for the =kv module, with
-  /// `label` as its comment.
-  bool accepts(abi::KernelKind kind, StringRef cache, abi::DType rows,
-               StringRef label, std::string *why = nullptr) {
-    std::string op = opText(kind, "k", cache, rows);
-    std::string first;
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      if (first.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
-        first = diag.str();
-      return success();
-    });
-    OwningOpRef<ModuleOp> module =
-        parseDescription("module {\n  " + op + "\n}\n", &context);
-    if (!module) {
-      if (why)
-        *why = first;
-      return false;
-    }
-    if (!label.empty() && kept.insert(op).second) {
-      std::string symbol = "k" + std::to_string(keptOps.size());
-      keptOps.push_back("  // " + label.str() + "\n  " +
-                        opText(kind, symbol, cache, rows) + "\n");
-    }
-    return true;
-  }
-
-  MLIRContext &context;
-  std::set<std::string> kept;
-  std::vector<std::string> keptOps;
-};
 
 /// A markdown table, written row by row.
 struct Table {

@@ -133,6 +133,22 @@ using PlanOptions = KVToLoopsOptions;
 /// a negative count), or nothing when they can.
 std::optional<std::string> checkPlanOptions(const PlanOptions &options);
 
+/// The PlanOptions of a struct of options that names each of its fields
+/// alike: kv-to-loops' own (the pass) and the pipelines' (PipelineOptions).
+/// A new plan option is one line here.
+template <typename Options> PlanOptions planOptionsFrom(const Options &given) {
+  PlanOptions options;
+  options.chip = given.chip;
+  options.chunksPerThread = given.chunksPerThread;
+  options.tokensPerBlock = given.tokensPerBlock;
+  options.wholeWarps = given.wholeWarps;
+  options.minBlocksPerSM = given.minBlocksPerSM;
+  options.wideMinTokens = given.wideMinTokens;
+  options.wideMaxTokens = given.wideMaxTokens;
+  options.fastDivision = given.fastDivision;
+  return options;
+}
+
 /// The kernels generated for `op` (a kv op of kernels): the vector and
 /// scalar variants for appends and gathers, and for most appends a wide
 /// variant (wideMinTokens and wideMaxTokens in KernelPlan.cpp say which, and

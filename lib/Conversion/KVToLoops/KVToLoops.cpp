@@ -434,18 +434,10 @@ namespace {
 struct KVToLoopsPass : public kvgen::impl::KVToLoopsBase<KVToLoopsPass> {
   using Base::Base;
 
-  PlanOptions getPlanOptions() const {
-    PlanOptions options;
-    options.chip = chip;
-    options.chunksPerThread = chunksPerThread;
-    options.tokensPerBlock = tokensPerBlock;
-    options.wholeWarps = wholeWarps;
-    options.minBlocksPerSM = minBlocksPerSM;
-    options.wideMinTokens = wideMinTokens;
-    options.wideMaxTokens = wideMaxTokens;
-    options.fastDivision = fastDivision;
-    return options;
-  }
+  // The pass's options are protected members of its base.
+  template <typename Options>
+  friend PlanOptions kvgen::planOptionsFrom(const Options &);
+  PlanOptions getPlanOptions() const { return planOptionsFrom(*this); }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

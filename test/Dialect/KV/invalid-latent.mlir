@@ -1,6 +1,6 @@
 // RUN: kvgen-opt %s -split-input-file -verify-diagnostics
 
-// The rules of K-only and latent (MLA) caches (KVDialect.cpp).
+// The rules of K-only and latent (MLA) caches (KVCacheType.cpp).
 
 // expected-error @+1 {{a latent cache's head_dim is kv_lora_rank + rope_dim = 576, got 512}}
 kv.mla_append @a : !kv.cache<layout = paged_nhd, block_size = 16,

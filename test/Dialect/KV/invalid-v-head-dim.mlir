@@ -1,6 +1,6 @@
 // RUN: kvgen-opt %s -split-input-file -verify-diagnostics
 
-// The rules of v_head_dim, V's head size of its own (KVDialect.cpp).
+// The rules of v_head_dim, V's head size of its own (KVCacheType.cpp).
 
 // expected-error @+1 {{v_head_dim must be positive, got -8}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16,

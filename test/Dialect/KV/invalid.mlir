@@ -1,6 +1,7 @@
 // RUN: kvgen-opt %s -split-input-file -verify-diagnostics
 
-// One case per rule of the kv dialect's verifiers (KVDialect.cpp).
+// One case per rule of the kv dialect's verifiers (KVDialect.cpp,
+// KVCacheType.cpp).
 
 // expected-error @+1 {{num_kv_heads must be positive, got 0}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 0, head_dim = 128, dtype = bf16> from bf16

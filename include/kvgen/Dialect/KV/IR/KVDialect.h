@@ -90,6 +90,8 @@ std::optional<KernelOpInfo> getKernelOpInfo(mlir::Operation *op);
 int64_t getElementBytes(mlir::Type type);
 /// The dtype's name in bundles and messages: f32, f16, bf16, f8e4m3, ...
 std::string getDTypeName(mlir::Type type);
+/// The unquantized element types a cache or a source tensor may have.
+bool isPlainFloat(mlir::Type type);
 } // namespace kvgen::kv
 
 #endif // KVGEN_DIALECT_KV_IR_KVDIALECT_H
