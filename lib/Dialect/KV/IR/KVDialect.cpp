@@ -8,6 +8,7 @@
 
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
 #include "kvgen/ABI/Limits.h"
+#include "kvgen/Dialect/KV/IR/LatentEntry.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -310,13 +311,7 @@ int64_t CacheType::getValueHeadDim() const {
   return getVHeadDim().value_or(getHeadDim());
 }
 
-LogicalResult LatentAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                 int64_t kvLoraRank, int64_t ropeDim) {
-  if (kvLoraRank <= 0 || ropeDim <= 0)
-    return emitError() << "kv_lora_rank and rope_dim must be positive, got "
-                       << kvLoraRank << " and " << ropeDim;
-  return success();
-}
+// LatentAttr's verifier and the inline scales' rules: LatentEntry.cpp.
 
 /// A K-only or latent cache: the layouts and scales that have a meaning
 /// without V.
@@ -330,7 +325,8 @@ static LogicalResult verifyKOnly(function_ref<InFlightDiagnostic()> emitError,
                        << " layout needs both";
   // The dynamic-scale append finds K's and V's amax in one pass; it has no
   // K-only form yet.
-  if (quant && quant.getMode() == ScaleMode::Dynamic)
+  if (quant && quant.getMode() == ScaleMode::Dynamic &&
+      !(latent && latent.getScales())) // LatentEntry.cpp
     return emitError() << "a K-only cache takes static scales only";
   if (!latent)
     return success();
@@ -494,6 +490,9 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
       failed(verifyValueHeadDim(emitError, layout, numKvHeads, headDim,
                                 *vHeadDim, quant, kOnly, latent)))
     return failure();
+  if (latent &&
+      failed(verifyInlineScalesCache(emitError, dtype, quant, latent)))
+    return failure();
   if (kOnly || latent)
     return verifyKOnly(emitError, layout, numKvHeads, headDim, quant, latent);
   return success();
@@ -581,7 +580,8 @@ static LogicalResult verifyOutputType(Operation *op, CacheType cache,
 LogicalResult kvgen::kv::verifyKernelOp(Operation *op, abi::KernelKind kind,
                                         CacheType cache, Type rows) {
   abi::KindTraits traits = abi::kindTraits(kind);
-  if (failed(verifyKernelName(op, SymbolTable::getSymbolName(op).getValue())))
+  if (failed(verifyKernelName(op, SymbolTable::getSymbolName(op).getValue())) ||
+      failed(verifyInlineScalesOp(op, kind, cache, rows)))
     return failure();
   // A slot from the block table or a page table needs blocks.
   if (traits.slot != abi::KindSlot::Mapping && failed(verifyPaged(op, cache)))
