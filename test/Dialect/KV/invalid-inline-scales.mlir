@@ -92,7 +92,7 @@ kv.mla_append @a : !kv.cache<layout = paged_nhd, block_size = 16,
 
 // -----
 
-// expected-error @+1 {{'kv.gather' op cannot read or write a latent entry with inline scales: only the latent appends write it}}
+// expected-error @+1 {{'kv.gather' op cannot read a latent entry with inline scales: no gather reads its scales yet}}
 kv.gather @a : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 1, head_dim = 576, dtype = f8E4M3FN,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_token, mode = dynamic>,

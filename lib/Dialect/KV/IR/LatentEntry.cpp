@@ -125,12 +125,16 @@ LogicalResult kvgen::kv::verifyInlineScalesOp(Operation *op,
   InlineScalesAttr scales = getInlineScales(cache);
   if (!scales)
     return success();
+  // The latent appends write the entry (and no K/V append writes a latent
+  // cache, KVDialect.cpp); a slot_mapping kernel does not touch it; a
+  // gather would read its bytes as values of the cache's dtype.
   abi::KindTraits traits = abi::kindTraits(kind);
-  if (traits.rows != abi::KindRows::Into ||
-      traits.entry != abi::KindEntry::Latent)
+  if (traits.rows == abi::KindRows::OutOf)
     return op->emitOpError()
-           << "cannot read or write a latent entry with inline scales: only "
-              "the latent appends write it";
+           << "cannot read a latent entry with inline scales: no gather "
+              "reads its scales yet";
+  if (traits.rows != abi::KindRows::Into)
+    return success();
   if (rows != scales.getRopeDtype())
     return op->emitOpError()
            << "writes the RoPE part unquantized as rope_dtype "
