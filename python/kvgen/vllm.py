@@ -26,12 +26,13 @@ from . import _vllm_ds_mla as _ds_mla
 from . import compiler, errors, ops
 from ._vllm_cache import (convert_fp8, cp_gather_cache,
                           gather_and_maybe_dequant_cache, swap_blocks)
-from ._vllm_common import (_DESC_FP8, _DTYPES, NotProvidedError, _bad,
-                           _check_dtype, _per_tensor_scales, _target)
+from ._vllm_common import (_DESC_FP8, _DTYPES, NotProvidedError,
+                           VllmCheckError, _bad, _check_dtype,
+                           _per_tensor_scales, _target)
 
 __all__ = [
-    "NotProvidedError", "install", "installed", "reshape_and_cache",
-    "reshape_and_cache_flash", "concat_and_cache_mla",
+    "NotProvidedError", "VllmCheckError", "install", "installed",
+    "reshape_and_cache", "reshape_and_cache_flash", "concat_and_cache_mla",
     "concat_and_cache_mla_grouped", "concat_and_cache_mla_rope_fused",
     "swap_blocks", "swap_blocks_batch", "convert_fp8",
     "gather_and_maybe_dequant_cache", "cp_gather_cache",
