@@ -136,7 +136,7 @@ void KernelBuilder::emitInlineScalesGroup(Value slot, Value t, Value c) {
   int64_t vec = plan.vectorElems;
   int64_t lanes = plan.lanesPerGroup;
   int64_t perLane = plan.chunksPerGroup / lanes;
-  Value cache = arg(P::KeyCache);
+  Value entries = arg(P::KeyCache);
   CacheStrides cs = cacheStrides(/*isKey=*/true);
   SourceStrides kvC{arg(P::KvCStrideToken), i32(0), arg(P::KvCStrideDim)};
   SourceStrides kPe{arg(P::KPeStrideToken), i32(0), arg(P::KPeStrideDim)};
@@ -186,7 +186,7 @@ void KernelBuilder::emitInlineScalesGroup(Value slot, Value t, Value c) {
   // Every lane of a GPU group stores the same scale to the same address;
   // the hardware merges those into one write.
   vector::StoreOp::create(
-      b, asBytes(b, scale, storage), cache,
+      b, asBytes(b, scale, storage), entries,
       ValueRange{
           toIndex(at(lo(add(i64(entry.scalesOffset), mul(c64, i64(4))))))},
       /*nontemporal=*/false, alignAt(entry.scalesOffset, 4, 4));
@@ -215,7 +215,7 @@ void KernelBuilder::emitInlineScalesGroup(Value slot, Value t, Value c) {
                           /*fastDivision=*/false);
     });
     // The latent's values are the entry's first bytes, d0 is their offset.
-    storeChunkAt(q, cache, cs, at(lo(d0)), /*isKey=*/true);
+    storeChunkAt(q, entries, cs, at(lo(d0)), /*isKey=*/true);
   }
   for (int64_t k = 0; k < ropeRounds; ++k) {
     // RoPE chunk r of the token: lane l of group g takes g * lanes + l,
@@ -235,7 +235,7 @@ void KernelBuilder::emitInlineScalesGroup(Value slot, Value t, Value c) {
     int64_t chunkBytes = vec * entry.ropeBytes;
     Value offset =
         lo(add(i64(entry.ropeOffset), mul(d0, i64(entry.ropeBytes))));
-    vector::StoreOp::create(b, asBytes(b, pe, storage), cache,
+    vector::StoreOp::create(b, asBytes(b, pe, storage), entries,
                             ValueRange{toIndex(at(offset))},
                             /*nontemporal=*/false,
                             alignAt(entry.ropeOffset, chunkBytes, chunkBytes));
