@@ -175,6 +175,10 @@ std::string describe(const CacheGeometry &g) {
 double bytesPerToken(const Description &d) {
   const double row = double(d.numHeads * d.headDim);
   const double source = double(abi::dtypeBytes(d.sourceDtype));
+  // An entry with inline scales: the rows read, the slot, the entry
+  // written (its scales included).
+  if (d.latent && d.latent->entryBytes)
+    return row * source + 8 + double(d.latent->entryBytes);
   const double cache = double(abi::dtypeBytes(d.cacheDtype));
   // K and V, or K alone.
   const double parts = d.kOnly ? 1 : 2;

@@ -32,6 +32,9 @@ struct QuantDesc {
 struct LatentDesc {
   int64_t kvLoraRank = 0;
   int64_t ropeDim = 0;
+  /// An entry with inline scales (the manifest's "inline_scales", vLLM's
+  /// fp8_ds_mla): its bytes, the cache's innermost extent; 0 otherwise.
+  int64_t entryBytes = 0;
 };
 
 struct Description {
@@ -52,7 +55,8 @@ struct Description {
   std::optional<LatentDesc> latent;
 
   abi::Quantization quantization() const {
-    if (!quant)
+    // Inline scales are in the entry: the kernel takes none.
+    if (!quant || (latent && latent->entryBytes))
       return abi::Quantization::None;
     return quant->mode == abi::ScaleMode::Dynamic ? abi::Quantization::Dynamic
                                                   : abi::Quantization::Static;

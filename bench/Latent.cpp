@@ -12,7 +12,9 @@ void readKOnly(const json &entry, const json &cache, Description &d) {
   LatentDesc l;
   l.kvLoraRank = latent.at("kv_lora_rank").get<int64_t>();
   l.ropeDim = latent.at("rope_dim").get<int64_t>();
-  if (l.kvLoraRank <= 0 || l.ropeDim <= 0 ||
+  if (latent.contains("inline_scales"))
+    l.entryBytes = latent.at("inline_scales").at("entry_bytes").get<int64_t>();
+  if (l.kvLoraRank <= 0 || l.ropeDim < (l.entryBytes ? 0 : 1) ||
       l.kvLoraRank + l.ropeDim != d.headDim || d.numHeads != 1 ||
       !abi::layoutInfo(d.layout).tokenMajor())
     fatal(format("a latent cache is one %s head of kv_lora_rank + "
@@ -34,10 +36,17 @@ void shapeKOnlyCache(CacheGeometry &g) {
   g.valueElems = 0;
   if (!g.desc.latent)
     return;
-  // The one head is no dimension: [nb, bs, L + R], as vLLM's kv_cache.
-  const int64_t D = g.desc.headDim, bs = g.desc.blockSize;
+  // The one head is no dimension: [nb, bs, L + R], as vLLM's kv_cache; an
+  // entry with inline scales is its bytes.
+  const int64_t D =
+      g.desc.latent->entryBytes ? g.desc.latent->entryBytes : g.desc.headDim;
+  const int64_t bs = g.desc.blockSize;
   g.keyShape = {g.numBlocks, bs, D};
   g.key = {bs * D, D, D, 1, 0, 0};
+  g.keyElems = g.numBlocks * bs * D;
+  // Its scales are in the entry: no scale cache.
+  if (g.desc.latent->entryBytes)
+    g.scaleCacheShape.clear();
 }
 
 std::string kOnlyText(const Description &d) {
@@ -49,9 +58,12 @@ std::string kOnlyText(const Description &d) {
 
 void recordKOnly(const Description &d, json &description) {
   description["k_only"] = d.kOnly;
-  if (d.latent)
+  if (d.latent) {
     description["latent"] = {{"kv_lora_rank", d.latent->kvLoraRank},
                              {"rope_dim", d.latent->ropeDim}};
+    if (d.latent->entryBytes)
+      description["latent"]["entry_bytes"] = d.latent->entryBytes;
+  }
 }
 
 bool kOnlyField(const std::string &key, const Description &d, json *actual) {
@@ -61,6 +73,8 @@ bool kOnlyField(const std::string &key, const Description &d, json *actual) {
     *actual = d.latent ? d.latent->kvLoraRank : 0;
   else if (key == "rope_dim")
     *actual = d.latent ? d.latent->ropeDim : 0;
+  else if (key == "entry_bytes")
+    *actual = d.latent ? d.latent->entryBytes : 0;
   else
     return false;
   return true;

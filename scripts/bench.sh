@@ -21,9 +21,9 @@
 #      (or $KVBENCH_PEER) names the peer's file;
 #   3. kvbench on the quantized rows (bench-quant.mlir), on the headline
 #      kernel's other shapes in bench.mlir (named after it: block 512), on
-#      bench-shapes.mlir's (block 528) and on the MLA latent rows, bf16 and
-#      fp8 (bench-mla.mlir): a bundle or kernel that is not there is
-#      skipped, saying which CMake option builds it;
+#      bench-shapes.mlir's (block 528) and on the MLA latent rows, bf16,
+#      fp8 and fp8_ds_mla (bench-mla.mlir): a bundle or kernel that is not
+#      there is skipped, saying which CMake option builds it;
 #   4. kvbench on bench.mlir's other kernels: the other layouts.
 # Without any bundle it times the hand-written reference and the ceilings
 # only. The tables are printed last, the most important at the very end

@@ -11,6 +11,7 @@
 #include "kvgen/Pipeline/Bundle.h"
 #include "kvgen/ABI/ABI.h"
 #include "kvgen/ABI/BundleSchema.h"
+#include "kvgen/Dialect/KV/IR/LatentEntry.h"
 
 #include "llvm/Support/Base64.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -49,10 +50,18 @@ static llvm::json::Object cacheToJSON(kv::CacheType cache) {
   // Written only where they hold, so that a K/V cache's entry is unchanged.
   if (cache.getKOnly())
     o[key::cache::k_only] = true;
-  if (kv::LatentAttr latent = cache.getLatent())
-    o[key::cache::latent] =
-        llvm::json::Object{{key::latent::kv_lora_rank, latent.getKvLoraRank()},
-                           {key::latent::rope_dim, latent.getRopeDim()}};
+  if (kv::LatentAttr latent = cache.getLatent()) {
+    llvm::json::Object l{{key::latent::kv_lora_rank, latent.getKvLoraRank()},
+                         {key::latent::rope_dim, latent.getRopeDim()}};
+    if (kv::InlineScalesAttr scales = latent.getScales())
+      l[key::latent::inline_scales] = llvm::json::Object{
+          {key::inline_scales::group_size, scales.getGroupSize()},
+          {key::inline_scales::rope_dtype,
+           kv::getDTypeName(scales.getRopeDtype())},
+          {key::inline_scales::entry_bytes,
+           kv::getInlineScalesLayout(cache).entryBytes}};
+    o[key::cache::latent] = std::move(l);
+  }
   return o;
 }
 

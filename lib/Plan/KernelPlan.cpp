@@ -1,6 +1,7 @@
 //===- KernelPlan.cpp - kernels, vector widths, launch geometry -----------===//
 
 #include "kvgen/Plan/KernelPlan.h"
+#include "kvgen/Dialect/KV/IR/LatentEntry.h"
 
 #include <numeric>
 
@@ -9,7 +10,8 @@ using namespace kvgen;
 
 abi::Quantization KernelPlan::getQuantization() const {
   kv::QuantAttr quant = cache.getQuant();
-  if (!quant)
+  // Inline scales are written into the entry: no scale parameter.
+  if (!quant || kv::getInlineScales(cache))
     return abi::Quantization::None;
   return quant.getMode() == kv::ScaleMode::Dynamic ? abi::Quantization::Dynamic
                                                    : abi::Quantization::Static;
@@ -268,6 +270,10 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
     part = std::gcd(latent.getKvLoraRank(), latent.getRopeDim());
   if (base.cache.isAsymmetric())
     part = std::gcd(headDim, base.cache.getValueHeadDim());
+  kv::InlineScalesAttr inlineScales = kv::getInlineScales(base.cache);
+  // Nor a group of a latent with inline scales.
+  if (inlineScales)
+    part = std::gcd(part, inlineScales.getGroupSize());
   while (part % vec != 0)
     vec /= 2;
   base.vectorElems = vec;
@@ -280,7 +286,21 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   // warp so that the reduction is shuffles only: 128 bf16 elements of a
   // head are 16 lanes of one chunk, 8 heads x 128 are 32 lanes of 4 chunks.
   kv::QuantAttr quant = base.cache.getQuant();
-  if (quant && quant.getMode() == kv::ScaleMode::Dynamic && !base.readsRows()) {
+  if (inlineScales) {
+    // One iteration a group of the latent, its lanes as a dynamic scale's
+    // (the butterfly needs a power of two); the RoPE chunks, unquantized,
+    // are spread over the same lanes.
+    base.chunksPerGroup = inlineScales.getGroupSize() / vec;
+    base.latentGroups =
+        base.cache.getLatent().getKvLoraRank() / inlineScales.getGroupSize();
+    // The chunks the lanes own are the latent's: the RoPE chunks ride on
+    // them (no lane has a RoPE chunk alone).
+    base.chunksPerToken = base.latentGroups * base.chunksPerGroup;
+    constexpr int64_t kWarp = 32;
+    int64_t g = base.chunksPerGroup;
+    base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
+  } else if (quant && quant.getMode() == kv::ScaleMode::Dynamic &&
+             !base.readsRows()) {
     bool perToken = quant.getGranularity() == kv::ScaleGranularity::PerToken;
     base.chunksPerGroup = perToken ? base.chunksPerToken : headDim / vec;
     constexpr int64_t kWarp = 32;

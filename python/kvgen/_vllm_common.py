@@ -67,3 +67,10 @@ def _target(device):
         major, minor = torch.cuda.get_device_capability(device)
         return "gpu", "sm_%d%d" % (major, minor)
     raise _bad("tensors on %s: kvgen runs on CPU and CUDA tensors", device)
+
+
+class VllmCheckError(errors.InvalidArgumentError, RuntimeError):
+    """A call that vLLM's own op refuses with a RuntimeError (its
+    TORCH_CHECKs, whose words the message keeps): kvgen refuses it before
+    anything is written, as an InvalidArgumentError that is also the
+    RuntimeError code written against vLLM catches."""

@@ -22,15 +22,17 @@ import threading
 
 import torch
 
+from . import _vllm_ds_mla as _ds_mla
 from . import compiler, errors, ops
 from ._vllm_cache import (convert_fp8, cp_gather_cache,
                           gather_and_maybe_dequant_cache, swap_blocks)
-from ._vllm_common import (_DESC_FP8, _DTYPES, NotProvidedError, _bad,
-                           _check_dtype, _per_tensor_scales, _target)
+from ._vllm_common import (_DESC_FP8, _DTYPES, NotProvidedError,
+                           VllmCheckError, _bad, _check_dtype,
+                           _per_tensor_scales, _target)
 
 __all__ = [
-    "NotProvidedError", "install", "installed", "reshape_and_cache",
-    "reshape_and_cache_flash", "concat_and_cache_mla",
+    "NotProvidedError", "VllmCheckError", "install", "installed",
+    "reshape_and_cache", "reshape_and_cache_flash", "concat_and_cache_mla",
     "concat_and_cache_mla_grouped", "concat_and_cache_mla_rope_fused",
     "swap_blocks", "swap_blocks_batch", "convert_fp8",
     "gather_and_maybe_dequant_cache", "cp_gather_cache",
@@ -65,8 +67,16 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
                          scale, skip_scale=False):
     """vLLM's concat_and_cache_mla (kvgen.ops.concat_and_cache_mla): the
     latent cache [num_blocks, block_size, kv_lora_rank + pe_dim] gets kv_c
-    then k_pe; one per-tensor scale for fp8."""
+    then k_pe; one per-tensor scale for fp8. "fp8_ds_mla" is DeepSeek
+    V3.2's 656-byte entry with inline scales (or its 528-byte nope rows),
+    kvgen's latent append with #kv.inline_scales."""
     op = "concat_and_cache_mla"
+    if kv_cache_dtype == "fp8_ds_mla":
+        # DeepSeek V3.2's entry with inline scales, computed by the kernel:
+        # vLLM ignores scale and skip_scale there.
+        _ds_mla.concat_and_cache_ds_mla(op, kv_c, k_pe, kv_cache,
+                                        slot_mapping)
+        return
     _check_dtype(op, kv_cache_dtype)
     if skip_scale and kv_cache_dtype != "auto":
         raise NotProvidedError(op, "skip_scale=True with kv_cache_dtype %r"
@@ -204,9 +214,20 @@ concat_and_cache_mla_grouped = _not_provided(
 concat_and_cache_mla_rope_fused = _not_provided(
     "concat_and_cache_mla_rope_fused",
     NOT_PROVIDED["concat_and_cache_mla_rope_fused"])
-cp_gather_and_upconvert_fp8_kv_cache = _not_provided(
-    "cp_gather_and_upconvert_fp8_kv_cache",
-    NOT_PROVIDED["cp_gather_and_upconvert_fp8_kv_cache"])
+
+
+def cp_gather_and_upconvert_fp8_kv_cache(src_cache, dst, block_table,
+                                         workspace_starts, batch_size,
+                                         seq_starts=None, host_cache=None,
+                                         host_row_ids=None,
+                                         device_row_ids=None):
+    """Not provided (NotProvidedError), after vLLM's own checks of the
+    tensors, which refuse a call as vLLM's op does (a RuntimeError)."""
+    _ds_mla.check_upconvert_args(
+        "cp_gather_and_upconvert_fp8_kv_cache", src_cache, dst, block_table,
+        workspace_starts, seq_starts)
+
+
 cp_gather_and_upconvert_nvfp4_kv_cache = _not_provided(
     "cp_gather_and_upconvert_nvfp4_kv_cache",
     NOT_PROVIDED["cp_gather_and_upconvert_nvfp4_kv_cache"])

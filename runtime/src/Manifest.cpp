@@ -24,7 +24,9 @@ bool CacheDescription::operator==(const CacheDescription &other) const {
          dtype == other.dtype && quantized == other.quantized &&
          (!quantized || quant == other.quant) && kOnly == other.kOnly &&
          latent == other.latent && kvLoraRank == other.kvLoraRank &&
-         ropeDim == other.ropeDim;
+         ropeDim == other.ropeDim && inlineScales == other.inlineScales &&
+         groupSize == other.groupSize && ropeDtype == other.ropeDtype &&
+         entryBytes == other.entryBytes;
 }
 
 //===----------------------------------------------------------------------===//

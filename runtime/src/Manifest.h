@@ -82,6 +82,15 @@ struct CacheDescription {
   bool latent = false;
   int64_t kvLoraRank = 0;
   int64_t ropeDim = 0;
+  /// A latent entry with inline scales ("latent.inline_scales"): its latent
+  /// is quantized in groups of `groupSize`, each group's f32 scale stored in
+  /// the entry, then the RoPE part in `ropeDtype`; the cache is
+  /// [num_blocks, block_size, entryBytes] of 1-byte elements, and the
+  /// kernels take no scale.
+  bool inlineScales = false;
+  int64_t groupSize = 0;
+  DType ropeDtype = DType::BF16;
+  int64_t entryBytes = 0;
 
   /// V's head size.
   int64_t valueDim() const { return valueHeadDim ? valueHeadDim : headDim; }
@@ -93,7 +102,7 @@ struct CacheDescription {
 
   /// Which scale parameters the kernels take.
   Quantization quantization() const {
-    if (!quantized)
+    if (!quantized || inlineScales)
       return Quantization::None;
     return quant.mode == ScaleMode::Static ? Quantization::Static
                                            : Quantization::Dynamic;

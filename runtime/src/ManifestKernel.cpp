@@ -64,6 +64,56 @@ static Status parseQuant(const FieldReader &cache, CacheDescription *out) {
   return Status();
 }
 
+/// "latent.inline_scales": a latent entry that stores its group scales
+/// (docs/KERNEL-ABI.md); its byte count must be the one the compiler's
+/// layout gives (LatentEntry.h), which kvrt checks the cache against.
+static Status parseInlineScales(const FieldReader &latent,
+                                CacheDescription *out) {
+  out->inlineScales = latent.has(key::latent::inline_scales);
+  if (!out->inlineScales) {
+    if (out->ropeDim <= 0)
+      return KVRT_BUNDLE_ERROR("%s must be positive (0 only with "
+                               "inline_scales), got %lld",
+                               latent.field(key::latent::rope_dim).c_str(),
+                               static_cast<long long>(out->ropeDim));
+    return Status();
+  }
+  FieldReader scales = latent;
+  KVRT_RETURN_IF_ERROR(latent.getObject(key::latent::inline_scales, &scales));
+  out->groupSize = scales.getInt(key::inline_scales::group_size);
+  out->entryBytes = scales.getInt(key::inline_scales::entry_bytes);
+  KVRT_RETURN_IF_ERROR(scales.getName(
+      key::inline_scales::rope_dtype, abi::kDTypeNames, &out->ropeDtype,
+      +[](DType t) {
+        return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+      },
+      "f32, f16 or bf16"));
+  if (out->ropeDim < 0 || out->kvLoraRank % out->groupSize != 0)
+    return KVRT_BUNDLE_ERROR(
+        "%s: group_size %lld must divide kv_lora_rank %lld, and rope_dim "
+        "(%lld) be 0 or more",
+        latent.field(key::latent::inline_scales).c_str(),
+        static_cast<long long>(out->groupSize),
+        static_cast<long long>(out->kvLoraRank),
+        static_cast<long long>(out->ropeDim));
+  // Bounded: kv_lora_rank and rope_dim are below head_dim's limit.
+  int64_t bytes = out->kvLoraRank * dtypeBytes(out->dtype) +
+                  out->kvLoraRank / out->groupSize * 4 +
+                  out->ropeDim * dtypeBytes(out->ropeDtype);
+  if (!out->quantized || dtypeBytes(out->dtype) != 1 ||
+      out->quant.mode != ScaleMode::Dynamic ||
+      out->quant.granularity != ScaleGranularity::PerToken ||
+      bytes != out->entryBytes)
+    return KVRT_BUNDLE_ERROR(
+        "%s: an entry with inline scales is a 1-byte cache with dynamic "
+        "per_token quant and %lld bytes (kv_lora_rank + 4 per group + "
+        "rope_dim of rope_dtype), got %s and entry_bytes %lld",
+        latent.field(key::latent::inline_scales).c_str(),
+        static_cast<long long>(bytes), dtypeName(out->dtype),
+        static_cast<long long>(out->entryBytes));
+  return Status();
+}
+
 /// "k_only" and "latent": a cache without V, and the MLA latent cache's two
 /// parts, which must make up its one head.
 static Status parseKOnly(const FieldReader &cache, CacheDescription *out) {
@@ -74,6 +124,7 @@ static Status parseKOnly(const FieldReader &cache, CacheDescription *out) {
     KVRT_RETURN_IF_ERROR(cache.getObject(key::cache::latent, &latent));
     out->kvLoraRank = latent.getInt(key::latent::kv_lora_rank);
     out->ropeDim = latent.getInt(key::latent::rope_dim);
+    KVRT_RETURN_IF_ERROR(parseInlineScales(latent, out));
     if (!abi::layoutInfo(out->layout).tokenMajor() || out->numKvHeads != 1 ||
         out->kvLoraRank + out->ropeDim != out->headDim)
       return KVRT_BUNDLE_ERROR(
@@ -198,10 +249,12 @@ static Status parseCache(const FieldReader &kernel, CacheDescription *out) {
         cache.refuse(key::cache::x, "only a layout with an X axis has x"));
   }
 
-  KVRT_RETURN_IF_ERROR(parseKOnly(cache, out));
+  // The quantization first: a latent entry with inline scales is checked
+  // against it.
   out->quantized = cache.has(key::cache::quant);
   if (out->quantized)
     KVRT_RETURN_IF_ERROR(parseQuant(cache, out));
+  KVRT_RETURN_IF_ERROR(parseKOnly(cache, out));
   return parseValueHeadDim(cache, kernel, info, out);
 }
 
@@ -274,9 +327,15 @@ static std::string manifestJson(const KernelDescription &kernel) {
           {key::quant::reciprocal, cache.quant.reciprocal}};
     if (cache.kOnly)
       object[c::k_only] = true;
-    if (cache.latent)
+    if (cache.latent) {
       object[c::latent] = {{key::latent::kv_lora_rank, cache.kvLoraRank},
                            {key::latent::rope_dim, cache.ropeDim}};
+      if (cache.inlineScales)
+        object[c::latent][key::latent::inline_scales] = {
+            {key::inline_scales::group_size, cache.groupSize},
+            {key::inline_scales::rope_dtype, dtypeName(cache.ropeDtype)},
+            {key::inline_scales::entry_bytes, cache.entryBytes}};
+    }
     entry[k::cache] = object;
     if (abi::kindTraits(kernel.kind).rows == abi::KindRows::OutOf)
       entry[k::output_dtype] = dtypeName(kernel.outputDtype);

@@ -118,7 +118,15 @@ static TensorSpec cacheSpec(Param param, const KernelDescription &kernel) {
   const CacheDescription &cache = kernel.cache;
   bool isValue = param == Param::ValueCache;
   TensorSpec spec;
-  if (cache.latent) {
+  if (cache.inlineScales) {
+    // The entry is bytes: the quantized latent, its scales, the RoPE part.
+    spec = makeSpec(param, cache.dtype, kernel.name.c_str(),
+                    "[num_blocks, block_size, entry_bytes] (latent with "
+                    "inline scales)",
+                    {{"num_blocks", -1},
+                     {"block_size", cache.blockSize},
+                     {"entry_bytes", cache.entryBytes}});
+  } else if (cache.latent) {
     // vLLM's MLA cache: the one head is not a dimension.
     spec = makeSpec(param, cache.dtype, kernel.name.c_str(),
                     "[num_blocks, block_size, kv_lora_rank + rope_dim] "

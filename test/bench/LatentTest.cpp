@@ -93,6 +93,34 @@ void testGeometry() {
   EXPECT(check.tokens == 37);
 }
 
+/// fp8_ds_mla's entry with inline scales, as kvgen writes it for
+/// bench-mla.mlir's bench_mla_ds: a cache of 656-byte entries, 1152 read + 8
+/// slot + 656 written per token, no scale cache.
+void testInlineScales(const std::string &targetsPath) {
+  json entry = mlaEntry("f8e4m3");
+  entry["name"] = "bench_mla_ds";
+  entry["cache"]["quant"] = {
+      {"kind", "fp8_e4m3"}, {"granularity", "per_token"}, {"mode", "dynamic"}};
+  entry["cache"]["latent"]["inline_scales"] = {
+      {"group_size", 128}, {"rope_dtype", "bf16"}, {"entry_bytes", 656}};
+  const Description d = descriptionFromManifest(entry);
+  EXPECT(d.latent && d.latent->entryBytes == 656);
+  EXPECT(d.quantization() == abi::Quantization::None);
+  EXPECT(bytesPerToken(d) == 1152 + 8 + 656);
+  const CacheGeometry g = makeGeometry(d);
+  EXPECT(g.keyShape.size() == 3 && g.keyShape[2] == 656);
+  EXPECT(g.keyElems == g.numBlocks * 64 * 656);
+  EXPECT(g.scaleCacheShape.empty());
+  EXPECT(g.key.offset(2, 0, 5, 7) == (2 * 64 + 5) * 656 + 7);
+  // Its own prefill target (bench/targets.json), not the bf16 MLA group's.
+  const json targets = loadTargets(targetsPath);
+  std::vector<std::string> names;
+  for (const json &group : targets["groups"])
+    if (targetsApply(group["when"], d))
+      names.push_back(group["name"]);
+  EXPECT(names.size() == 1 && names[0].find("fp8_ds_mla") == 0);
+}
+
 /// A latent whose parts do not add up to head_dim is refused (kvbench's
 /// fatal() exits 2): run in a child so the test goes on.
 void testRefused() {
@@ -161,6 +189,7 @@ int main(int argc, char **argv) {
   }
   testDescription();
   testGeometry();
+  testInlineScales(argv[1]);
   testRefused();
   testTargets(argv[1]);
   return kvbench::test::finish();

@@ -185,6 +185,13 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     if (kv::LatentAttr latent = plan.cache.getLatent()) {
       d.kvLoraRank = latent.getKvLoraRank();
       d.ropeDim = latent.getRopeDim();
+      // Inline scales: their own cases (InlineScalesCases.cpp).
+      if (kv::InlineScalesAttr scales = latent.getScales()) {
+        d.inlineGroup = scales.getGroupSize();
+        if (mlir::FloatAttr floor = scales.getMinScale())
+          d.inlineMinScale = static_cast<float>(floor.getValueAsDouble());
+        d.inlinePowerOfTwo = scales.getPowerOfTwo();
+      }
     }
     auto layoutName = kv::stringifyLayoutKind(plan.cache.getLayout());
     for (Layout l : {Layout::Contiguous, Layout::PagedNHD, Layout::PagedHND,

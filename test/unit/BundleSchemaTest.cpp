@@ -33,7 +33,8 @@ namespace schema = kvgen::abi::bundle;
 namespace {
 
 /// Between them, every key of the schema: both cache geometries, x, a wide
-/// kernel with and without a bound, quantization, K-only and latent caches,
+/// kernel with and without a bound, quantization, K-only and latent caches
+/// (one with inline scales),
 /// V of its own head size, a gather, and slot_mapping.
 constexpr const char *kDescriptions = R"mlir(module {
   kv.append @bound : !kv.cache<layout = paged_nhd, block_size = 16,
@@ -51,6 +52,13 @@ constexpr const char *kDescriptions = R"mlir(module {
   kv.mla_append @mla : !kv.cache<layout = paged_nhd, block_size = 528,
       num_kv_heads = 1, head_dim = 512, dtype = bf16,
       latent = #kv.latent<kv_lora_rank = 448, rope_dim = 64>> from bf16
+  kv.mla_append @dsmla : !kv.cache<layout = paged_nhd, block_size = 64,
+      num_kv_heads = 1, head_dim = 576, dtype = f8E4M3FN,
+      quant = #kv.quant<kind = fp8_e4m3, granularity = per_token,
+                        mode = dynamic>,
+      latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64,
+        scales = #kv.inline_scales<group_size = 128, rope_dtype = bf16>>>
+      from bf16
   kv.gather @gather : !kv.cache<layout = paged_nhd, block_size = 16,
       num_kv_heads = 2, head_dim = 64, dtype = bf16> to f32
   kv.append @asym : !kv.cache<layout = paged_nhd, block_size = 16,

@@ -110,8 +110,15 @@ struct KernelPlan {
   /// stored bytes.
   bool fastDivision = false;
 
+  /// A latent entry with inline scales (#kv.inline_scales): the groups of
+  /// its latent part, one iteration each, whose lanes also move the RoPE
+  /// chunks (MlaBodies.cpp); 0 for any other cache.
+  int64_t latentGroups = 0;
+
   /// Iterations of the chunk loop per token.
   int64_t getIterationsPerToken() const {
+    if (latentGroups > 0)
+      return latentGroups;
     return chunksPerToken / (chunksPerGroup * chunksPerThread);
   }
 

@@ -342,6 +342,11 @@ void KernelBuilder::build() {
     // The address math that does not need the slot comes first, so that it
     // runs while the slot is loaded (or computed); a dynamic scale's group
     // walks its chunks in loops after the check instead.
+    // A latent entry with inline scales: one group an iteration.
+    if (plan.latentGroups > 0) {
+      emitInlineScalesGroup(emitSlot(t, t32), t, c);
+      break;
+    }
     SmallVector<ChunkAddresses> chunks;
     kv::QuantAttr quant = cache.getQuant();
     if (!quant || quant.getMode() == kv::ScaleMode::Static) {

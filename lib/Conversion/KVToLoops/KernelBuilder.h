@@ -203,6 +203,10 @@ private:
   /// The chunk at `at` of a latent entry: from kv_c below kv_lora_rank,
   /// from k_pe above (MlaBodies.cpp). A chunk never straddles the two.
   SmallVector<Value> loadLatentChunk(const ChunkAddresses &at);
+  /// Writes group `c` of token `t`'s latent entry with inline scales at
+  /// `slot`, if the slot is valid: its quantized chunks, its scale and the
+  /// lanes' share of the RoPE part (MlaBodies.cpp).
+  void emitInlineScalesGroup(Value slot, Value t, Value c);
   /// The head and first element of chunk `c` (i64) of a token.
   std::pair<Value, Value> chunkPosition(Value c) {
     int64_t chunksPerHead = plan.rowDim() / plan.vectorElems;

@@ -39,7 +39,10 @@ def test_not_provided_error_names_op_and_format():
                       "batched block copies")
 
 
-@pytest.mark.parametrize("name", sorted(kv.NOT_PROVIDED))
+# The fp8_ds_mla gather checks its tensors as vLLM does first
+# (test_fp8_ds_mla_gather_checks_then_is_not_provided).
+@pytest.mark.parametrize("name", sorted(
+    set(kv.NOT_PROVIDED) - {"cp_gather_and_upconvert_fp8_kv_cache"}))
 def test_every_op_kvgen_lacks_refuses_by_name(name):
     with pytest.raises(kv.NotProvidedError, match=name) as info:
         getattr(kv, name)()
@@ -136,16 +139,101 @@ def test_cache_dtypes(dtype, provided):
         kv.reshape_and_cache_flash(key, value, kc, vc, slots, dtype, one, one)
 
 
-def test_mla_fp8_ds_mla_and_skip_scale_are_refused():
+def test_mla_skip_scale_is_refused():
     kv_c, k_pe = torch.randn(3, 512), torch.randn(3, 64)
-    cache = torch.zeros(2, 16, 656, dtype=torch.uint8)
+    cache = torch.zeros(2, 16, 576, dtype=torch.uint8)
     slots = torch.tensor([0, 1, 2])
     one = torch.ones(())
-    with pytest.raises(kv.NotProvidedError, match="'fp8_ds_mla'"):
-        kv.concat_and_cache_mla(kv_c, k_pe, cache, slots, "fp8_ds_mla", one)
     with pytest.raises(kv.NotProvidedError, match="skip_scale=True"):
         kv.concat_and_cache_mla(kv_c, k_pe, cache, slots, "fp8", one, True)
     assert not cache.any()
+
+
+def _ds_mla_reference(kv_c, k_pe, cache, slots):
+    """vLLM's fp8_ds_mla entry, written out from its kernel's definition
+    (csrc/cache_kernels.cu): per 128 values, scale = 2^ceil(log2(max(amax /
+    448, 1e-4))), q = fp8_e4m3(x / scale) saturated; then k_pe's bits, or
+    zeros in a 656-byte row without k_pe."""
+    want = cache.clone()
+    bs, row = cache.shape[1], cache.shape[2]
+    for i, s in enumerate(slots.tolist()):
+        if s < 0:
+            continue
+        entry = want[s // bs, s % bs]
+        for g in range(4):
+            x = kv_c[i, g * 128:(g + 1) * 128].float()
+            raw = torch.clamp(x.abs().max() / 448.0, min=1e-4)
+            scale = torch.exp2(torch.ceil(torch.log2(raw)))
+            q = (x / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+            entry[g * 128:(g + 1) * 128] = q.view(torch.uint8)
+            entry[512 + 4 * g:516 + 4 * g] = scale.reshape(1).view(
+                torch.uint8)
+        if row == 656:
+            pe = (k_pe[i] if k_pe.shape[1] else
+                  torch.zeros(64, dtype=kv_c.dtype))
+            entry[528:] = pe.contiguous().view(torch.uint8)
+    return want
+
+
+@pytest.mark.parametrize("row,pe_dim,dtype", [
+    (656, 64, torch.bfloat16), (656, 64, torch.float16),
+    (656, 0, torch.bfloat16), (528, 0, torch.bfloat16)])
+def test_fp8_ds_mla_writes_vllms_entry(row, pe_dim, dtype):
+    """Every byte of the written entries against the format's definition,
+    every other byte of the cache (and of a padded row) untouched."""
+    torch.manual_seed(3)
+    n, bs = 6, 16
+    kv_c = torch.randn(n, 512, dtype=dtype) * 4
+    kv_c[1, :128] = 0                  # a group of zeros: the 1e-4 floor
+    kv_c[2, 130] = 3000                # saturation is not reached: amax scales
+    k_pe = torch.randn(n, pe_dim, dtype=dtype)
+    storage = torch.full((3, bs, row + 16), 0xA5, dtype=torch.uint8)
+    cache = storage[:, :, :row]
+    slots = torch.tensor([0, 17, 47, -1, 5, 33])
+    want = _ds_mla_reference(kv_c, k_pe, cache, slots)
+    kv.concat_and_cache_mla(kv_c, k_pe, cache, slots, "fp8_ds_mla",
+                            torch.ones(()))
+    assert torch.equal(cache, want)
+    assert (storage[:, :, row:] == 0xA5).all()
+
+
+@pytest.mark.parametrize("what,match", [
+    ("rank", "kv_lora_rank must be 512 for fp8_ds_mla"),
+    ("pe", "pe_dim must be 64 or 0 for fp8_ds_mla"),
+    ("rows", "528-byte rows with pe_dim == 0"),
+    ("f32", "must be 2 for fp8_ds_mla"),
+])
+def test_fp8_ds_mla_refuses_as_vllm_does(what, match):
+    """vLLM's checks with its words, as a RuntimeError (vLLM's own) that is
+    also kvgen's InvalidArgumentError; nothing is written."""
+    kv_c, k_pe = torch.randn(3, 512).bfloat16(), torch.randn(3, 64).bfloat16()
+    cache = torch.zeros(2, 16, 656, dtype=torch.uint8)
+    if what == "rank":
+        kv_c = torch.randn(3, 256).bfloat16()
+    elif what == "pe":
+        k_pe = torch.randn(3, 32).bfloat16()
+    elif what == "rows":
+        cache = torch.zeros(2, 16, 528, dtype=torch.uint8)
+    else:
+        kv_c, k_pe = kv_c.float(), k_pe.float()
+    slots = torch.tensor([0, 1, 2])
+    with pytest.raises(RuntimeError, match=match) as e:
+        kv.concat_and_cache_mla(kv_c, k_pe, cache, slots, "fp8_ds_mla",
+                                torch.ones(()))
+    assert isinstance(e.value, kvgen.InvalidArgumentError)
+    assert not cache.any()
+
+
+def test_fp8_ds_mla_gather_checks_then_is_not_provided():
+    args = (torch.zeros(1, 1, dtype=torch.int32),
+            torch.zeros(1, dtype=torch.int32), 1)
+    dst = torch.empty(1, 576, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="at least 656 bytes"):
+        kv.cp_gather_and_upconvert_fp8_kv_cache(
+            torch.zeros(2, 16, 528, dtype=torch.uint8), dst, *args)
+    with pytest.raises(kv.NotProvidedError, match="fp8_ds_mla gathers"):
+        kv.cp_gather_and_upconvert_fp8_kv_cache(
+            torch.zeros(2, 16, 656, dtype=torch.uint8), dst, *args)
 
 
 def test_interleaved_v_is_refused():

@@ -10,6 +10,7 @@
 
 #include "conformance/AsymmetricCases.h"
 #include "conformance/Harness.h"
+#include "conformance/InlineScalesCases.h"
 #include "conformance/LatentCases.h"
 #include "conformance/QuantHarness.h"
 #include "conformance/Reference.h"
@@ -1398,6 +1399,18 @@ std::vector<CaseDef> slotMappingCases() {
 /// (Description::hasWideKernel, unless the plan is overridden).
 std::vector<CaseDef> casesFor(const Description &desc, bool wide) {
   std::vector<CaseDef> cases;
+  // A latent entry with inline scales: its own reference
+  // (InlineScalesCases.cpp).
+  if (desc.inlineGroup) {
+    for (InlineScalesCase &c : inlineScalesCases(desc))
+      cases.push_back(
+          {c.first, [run = c.second](CaseEnv &env, std::string &failure) {
+             InlineScalesCaseEnv inl{env.backend, env.desc, env.bundle, env.rng,
+                                     env.stats.bytesCompared};
+             return run(inl, failure);
+           }});
+    return cases;
+  }
   if (desc.kOnly || desc.latent()) {
     // No V: the launches differ (LatentCases.cpp).
     for (LatentCase &c : latentCases(desc, wide))

@@ -1,8 +1,10 @@
 //===- Description.cpp - Cache descriptions and the conformance matrix ----===//
 
 #include "conformance/Description.h"
+#include "conformance/InlineScalesCases.h"
 
 #include <algorithm>
+#include <iomanip>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -148,9 +150,22 @@ std::string Description::cacheType() const {
     os << ", quant = " << quant->attr();
   if (kOnly && !latent())
     os << ", k_only = true";
-  if (latent())
+  if (latent()) {
     os << ", latent = #kv.latent<kv_lora_rank = " << kvLoraRank
-       << ", rope_dim = " << ropeDim << ">";
+       << ", rope_dim = " << ropeDim;
+    if (inlineGroup) { // InlineScalesCases.cpp
+      os << ", scales = #kv.inline_scales<group_size = " << inlineGroup
+         << ", rope_dtype = " << dtypeName(sourceDtype);
+      if (inlineMinScale > 0) {
+        // A float literal needs its '.': scientific notation has one.
+        std::ostringstream scale;
+        scale << std::scientific << std::setprecision(9) << inlineMinScale;
+        os << ", min_scale = " << scale.str() << " : f32";
+      }
+      os << ", power_of_two = " << (inlinePowerOfTwo ? "true" : "false") << ">";
+    }
+    os << ">";
+  }
   os << ">";
   return os.str();
 }
@@ -559,6 +574,8 @@ std::vector<Description> conformanceMatrix() {
   for (Description &desc : latentMatrix())
     matrix.push_back(std::move(desc));
   for (Description &desc : asymmetricMatrix())
+    matrix.push_back(std::move(desc));
+  for (Description &desc : inlineScalesMatrix())
     matrix.push_back(std::move(desc));
   return matrix;
 }

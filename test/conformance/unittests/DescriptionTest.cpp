@@ -424,8 +424,9 @@ TEST(DescriptionTest, ReducedMatrixIsACoveringSubset) {
   // (append, fused) x 3 kinds x 2 modes, the gathers' 3 x 2, the two fp8
   // kinds of the MLA append and the fused MLA append's fp8 e4m3, and
   // paged_kv_append's fp8 e4m3 static and int8 dynamic, fused_gather's fp8
-  // e4m3 static.
-  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u + 1u + 2u + 1u);
+  // e4m3 static, and the MLA appends with inline scales (dynamic fp8 e4m3,
+  // fp8 e5m2, int8).
+  EXPECT_EQ(quants.size(), 3u * 3u * 2u + 2u + 1u + 2u + 1u + 3u);
   for (int64_t h : {1, 3, 8})
     EXPECT_TRUE(heads.count(h)) << h;
   for (int64_t d : {64, 128, 256})

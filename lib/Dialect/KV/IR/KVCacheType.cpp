@@ -11,6 +11,7 @@
 
 #include "kvgen/ABI/Limits.h"
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
+#include "kvgen/Dialect/KV/IR/LatentEntry.h"
 
 using namespace mlir;
 using namespace kvgen::kv;
@@ -33,13 +34,7 @@ int64_t CacheType::getValueHeadDim() const {
   return getVHeadDim().value_or(getHeadDim());
 }
 
-LogicalResult LatentAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                 int64_t kvLoraRank, int64_t ropeDim) {
-  if (kvLoraRank <= 0 || ropeDim <= 0)
-    return emitError() << "kv_lora_rank and rope_dim must be positive, got "
-                       << kvLoraRank << " and " << ropeDim;
-  return success();
-}
+// LatentAttr's verifier and the inline scales' rules: LatentEntry.cpp.
 
 /// A K-only or latent cache: the layouts and scales that have a meaning
 /// without V.
@@ -53,7 +48,8 @@ static LogicalResult verifyKOnly(function_ref<InFlightDiagnostic()> emitError,
                        << " layout needs both";
   // The dynamic-scale append finds K's and V's amax in one pass; it has no
   // K-only form yet.
-  if (quant && quant.getMode() == ScaleMode::Dynamic)
+  if (quant && quant.getMode() == ScaleMode::Dynamic &&
+      !(latent && latent.getScales())) // LatentEntry.cpp
     return emitError() << "a K-only cache takes static scales only";
   if (!latent)
     return success();
@@ -216,6 +212,9 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (vHeadDim &&
       failed(verifyValueHeadDim(emitError, layout, numKvHeads, headDim,
                                 *vHeadDim, quant, kOnly, latent)))
+    return failure();
+  if (latent &&
+      failed(verifyInlineScalesCache(emitError, dtype, quant, latent)))
     return failure();
   if (kOnly || latent)
     return verifyKOnly(emitError, layout, numKvHeads, headDim, quant, latent);

@@ -9,6 +9,7 @@
 
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
 #include "kvgen/ABI/Limits.h"
+#include "kvgen/Dialect/KV/IR/LatentEntry.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -370,7 +371,8 @@ static LogicalResult verifyOutputType(Operation *op, CacheType cache,
 LogicalResult kvgen::kv::verifyKernelOp(Operation *op, abi::KernelKind kind,
                                         CacheType cache, Type rows) {
   abi::KindTraits traits = abi::kindTraits(kind);
-  if (failed(verifyKernelName(op, SymbolTable::getSymbolName(op).getValue())))
+  if (failed(verifyKernelName(op, SymbolTable::getSymbolName(op).getValue())) ||
+      failed(verifyInlineScalesOp(op, kind, cache, rows)))
     return failure();
   // A slot from the block table or a page table needs blocks.
   if (traits.slot != abi::KindSlot::Mapping && failed(verifyPaged(op, cache)))

@@ -108,6 +108,18 @@ struct Description {
   int64_t kvLoraRank = 0;
   int64_t ropeDim = 0;
   bool latent() const { return kvLoraRank > 0; }
+  /// A latent entry with inline scales (`#kv.inline_scales`): the group
+  /// size (0: none), min_scale (0: none), power_of_two; the RoPE part is the
+  /// source dtype (InlineScalesCases.cpp).
+  int64_t inlineGroup = 0;
+  float inlineMinScale = 0.0f;
+  bool inlinePowerOfTwo = false;
+  /// The entry's bytes: the quantized latent, a f32 scale a group, the RoPE
+  /// part.
+  int64_t entryBytes() const {
+    return kvLoraRank + kvLoraRank / inlineGroup * 4 +
+           ropeDim * static_cast<int64_t>(dtypeBytes(sourceDtype));
+  }
 
   /// vllm_vectorized: elements of the cache dtype in 16 bytes.
   int64_t x() const {

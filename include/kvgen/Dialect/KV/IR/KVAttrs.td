@@ -63,6 +63,40 @@ def KV_QuantAttr : KV_Attr<"Quant", "quant"> {
   }];
 }
 
+// A latent entry with its scales inline (DeepSeek V3.2's fp8_ds_mla):
+// kv_lora_rank quantized values, one f32 scale per group of them, then the
+// RoPE part unquantized.
+def KV_InlineScalesAttr : KV_Attr<"InlineScales", "inline_scales"> {
+  let summary = "A latent entry that stores its group scales inline";
+  let description = [{
+    The entry of a latent cache whose latent part is quantized in groups of
+    `group_size` elements, each group's scale computed by the kernel
+    (`amax / qmax` of the group, at least `min_scale`, rounded up to a power
+    of two where `power_of_two`) and stored as f32 in the entry itself. The
+    entry is, in bytes: the `kv_lora_rank` quantized values (the cache's
+    quant kind), the `kv_lora_rank / group_size` f32 scales, then the
+    `rope_dim` RoPE values unquantized in `rope_dtype` (which is also the
+    append's source dtype). The cache's `quant` is dynamic and per_token: a
+    token's scales live with the token.
+
+    ```mlir
+    #kv.inline_scales<group_size = 128, rope_dtype = bf16,
+                      min_scale = 1.0e-04 : f32, power_of_two = true>
+    ```
+  }];
+  let parameters = (ins "int64_t":$group_size, "::mlir::Type":$rope_dtype,
+                        OptionalParameter<"::mlir::FloatAttr">:$min_scale,
+                        DefaultValuedParameter<"bool", "false">:$power_of_two);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of an entry of `kvLoraRank` values of `valueBytes` bytes and
+    /// `ropeDim` RoPE values.
+    int64_t getEntryBytes(int64_t kvLoraRank, int64_t ropeDim,
+                          int64_t valueBytes) const;
+  }];
+}
+
 def KV_LatentAttr : KV_Attr<"Latent", "latent"> {
   let summary = "The two parts of an MLA latent cache's entry";
   let description = [{
@@ -76,7 +110,10 @@ def KV_LatentAttr : KV_Attr<"Latent", "latent"> {
     #kv.latent<kv_lora_rank = 512, rope_dim = 64>
     ```
   }];
-  let parameters = (ins "int64_t":$kv_lora_rank, "int64_t":$rope_dim);
+  let parameters = (ins "int64_t":$kv_lora_rank, "int64_t":$rope_dim,
+                        // Where the entry's scales live (none: the cache's
+                        // quant applies to the whole entry).
+                        OptionalParameter<"::kvgen::kv::InlineScalesAttr">:$scales);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
