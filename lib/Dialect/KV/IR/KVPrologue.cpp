@@ -71,6 +71,11 @@ LogicalResult kvgen::kv::verifyKernelPrologue(Operation *op,
            << "rotary_dim " << prologue.getRotaryDim()
            << " is more than head_dim " << headDim
            << ": RoPE rotates the first rotary_dim elements of a head";
+  if (prologue.hasRope() && !prologue.isNeox() && headDim % 2 != 0)
+    return op->emitOpError()
+           << "rope = gptj pairs elements 2i and 2i + 1 of a head: head_dim "
+              "must be even, got "
+           << headDim;
   int64_t numKvHeads = cache.getNumKvHeads();
   int64_t qHeads = prologue.getQHeads();
   if (qHeads % numKvHeads != 0)

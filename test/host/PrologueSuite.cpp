@@ -1,0 +1,525 @@
+//===- PrologueSuite.cpp - the fused prologue, run on the CPU -------------===//
+//
+// Each description of kv.append with a #kv.prologue<...> (docs/dev/
+// PROLOGUE.md) is compiled by kvgen's host pipeline, JIT-compiled, and each
+// of its kernels (vector and scalar variants) is called through its packed
+// entry point with the ABI's parameters (docs/KERNEL-ABI.md) on host
+// tensors: K, V and Q views of one fused QKV row, poisoned caches and a
+// poisoned q_out. Every byte of both caches and of q_out is then compared
+// with the plain C++ reference (conformance/PrologueReference.h) applied to
+// the poisoned copies: written where the contract writes, untouched
+// elsewhere (padding slots, a slot past the cache, a position outside the
+// cos/sin cache).
+//
+// kvrt does not launch prologue kernels yet, so the parameters are packed
+// here, from the plan's list, rather than by kvrt.
+//
+//   kvgen-prologue-suite            every description
+//   kvgen-prologue-suite --filter=S only those whose name contains S
+//
+//===----------------------------------------------------------------------===//
+
+#include "conformance/Description.h"
+#include "conformance/PrologueReference.h"
+#include "conformance/Quant.h"
+#include "conformance/Reference.h"
+
+#include "kvgen/Pipeline/Description.h"
+#include "kvgen/Pipeline/HostJIT.h"
+#include "kvgen/Pipeline/Pipeline.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace kvgen;
+using namespace kvgen::conformance;
+
+namespace {
+
+struct Case {
+  Description desc;
+  PrologueSpec spec;
+};
+
+/// Bytes of `count` elements of `type`, each `poison`.
+std::vector<uint8_t> poisoned(int64_t count, DType type, uint8_t poison) {
+  return std::vector<uint8_t>(count * dtypeBytes(type), poison);
+}
+
+int64_t product(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  return n;
+}
+
+/// What one kernel call is given and what it must leave.
+class Run {
+public:
+  Run(const Case &c, const KernelPlan &plan, uint32_t seed)
+      : c(c), plan(plan), rng(seed) {}
+
+  /// Calls `entry` and compares; returns the failures' descriptions.
+  std::vector<std::string> check(HostKernels::Entry entry);
+
+private:
+  float uniform(float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(rng);
+  }
+  /// `value` rounded to the source dtype, stored at element `i` of `bytes`.
+  void put(std::vector<uint8_t> &bytes, int64_t i, float value) {
+    DType src = c.desc.sourceDtype;
+    storeBits(bytes.data() + i * dtypeBytes(src), src,
+              floatToElement(value, src));
+  }
+  float get(const std::vector<uint8_t> &bytes, int64_t i) const {
+    DType src = c.desc.sourceDtype;
+    return elementToFloat(loadBits(bytes.data() + i * dtypeBytes(src), src),
+                          src);
+  }
+  int64_t cacheStride(CacheSide side, int axis) const;
+
+  const Case &c;
+  const KernelPlan &plan;
+  std::mt19937 rng;
+};
+
+int64_t Run::cacheStride(CacheSide side, int axis) const {
+  // One head: its stride multiplies only head 0.
+  if (axis == 1 && c.desc.numKvHeads == 1)
+    return 0;
+  std::vector<int64_t> shape = cacheShape(c.desc, side, 2);
+  TensorView view = TensorView::compact(nullptr, c.desc.cacheDtype, shape);
+  int64_t at[4] = {0, 0, 0, 0};
+  at[axis] = 1;
+  return view.elementOffset(
+             cacheIndex(c.desc, side, at[0], at[1], at[2], at[3])) -
+         view.elementOffset(cacheIndex(c.desc, side, 0, 0, 0, 0));
+}
+
+std::vector<std::string> Run::check(HostKernels::Entry entry) {
+  const Description &d = c.desc;
+  const PrologueSpec &spec = c.spec;
+  const int64_t numTokens = 9, H = d.numKvHeads, D = d.headDim;
+  const int64_t qH = spec.qHeads;
+  const int64_t numBlocks = d.layout == Layout::Contiguous ? 3 : 6;
+  const int64_t capacity = numBlocks * d.blockSize;
+  const int64_t maxPosition = 40;
+  const int64_t rotary = spec.rotaryDim;
+
+  // K, V and Q: views of one fused QKV row per token, padded so that no
+  // stride is the compact one.
+  const int64_t rowElems = (qH + 2 * H) * D + 8;
+  std::vector<uint8_t> qkv = poisoned(numTokens * rowElems, d.sourceDtype, 0);
+  for (int64_t i = 0; i < numTokens * rowElems; ++i)
+    put(qkv, i, uniform(-2.0f, 2.0f));
+  const int64_t qOffset = 0, kOffset = qH * D, vOffset = (qH + H) * D;
+  auto rowAt = [&](int64_t base, int64_t t, int64_t h) {
+    std::vector<float> row(D);
+    for (int64_t e = 0; e < D; ++e)
+      row[e] = get(qkv, base + t * rowElems + h * D + e);
+    return row;
+  };
+
+  // Slots: distinct, a padding token, one past the cache. Positions: one
+  // past the cos/sin cache and one negative.
+  std::vector<int64_t> slots(numTokens), positions(numTokens);
+  std::vector<int64_t> all(capacity);
+  for (int64_t i = 0; i < capacity; ++i)
+    all[i] = i;
+  std::shuffle(all.begin(), all.end(), rng);
+  for (int64_t t = 0; t < numTokens; ++t) {
+    slots[t] = all[t];
+    positions[t] =
+        std::uniform_int_distribution<int64_t>(0, maxPosition - 1)(rng);
+  }
+  slots[2] = -1;
+  slots[5] = capacity + 3;
+  positions[6] = maxPosition;
+  positions[8] = -5;
+
+  std::vector<uint8_t> kWeight = poisoned(D, d.sourceDtype, 0);
+  std::vector<uint8_t> qWeight = poisoned(D, d.sourceDtype, 0);
+  for (int64_t e = 0; e < D; ++e) {
+    put(kWeight, e, uniform(0.5f, 1.5f));
+    put(qWeight, e, uniform(0.5f, 1.5f));
+  }
+  // vLLM's cos/sin cache: cos(p * f_i) then sin(p * f_i) per row.
+  std::vector<uint8_t> cosSin =
+      poisoned(maxPosition * std::max<int64_t>(rotary, 1), d.sourceDtype, 0);
+  for (int64_t p = 0; p < maxPosition; ++p)
+    for (int64_t i = 0; i < rotary / 2; ++i) {
+      double freq = std::pow(10000.0, -2.0 * i / rotary);
+      put(cosSin, p * rotary + i, float(std::cos(p * freq)));
+      put(cosSin, p * rotary + rotary / 2 + i, float(std::sin(p * freq)));
+    }
+  float epsilon = 1e-5f;
+
+  // Caches and q_out, poisoned; the expected copies start alike.
+  std::vector<int64_t> kShape = cacheShape(d, CacheSide::Key, numBlocks);
+  std::vector<int64_t> vShape = cacheShape(d, CacheSide::Value, numBlocks);
+  std::vector<uint8_t> keyCache = poisoned(product(kShape), d.cacheDtype, 0xA5);
+  std::vector<uint8_t> valueCache =
+      poisoned(product(vShape), d.cacheDtype, 0x5A);
+  std::vector<uint8_t> qOut =
+      poisoned(numTokens * std::max<int64_t>(qH, 1) * D, d.sourceDtype, 0xC3);
+  std::vector<uint8_t> wantKey = keyCache, wantValue = valueCache, wantQ = qOut;
+
+  // Static scales.
+  std::vector<float> keyScale, valueScale;
+  if (d.quant) {
+    int64_t n = product(staticScaleShape(d, numTokens, numBlocks));
+    for (int64_t i = 0; i < n; ++i) {
+      keyScale.push_back(uniform(0.004f, 0.02f));
+      valueScale.push_back(uniform(0.004f, 0.02f));
+    }
+  }
+
+  // The reference, on the expected copies.
+  HeadSplit split{plan.lanesPerGroup, plan.vectorElems};
+  std::vector<float> kw(D), qw(D), cs(std::max<int64_t>(rotary, 1));
+  for (int64_t e = 0; e < D; ++e) {
+    kw[e] = get(kWeight, e);
+    qw[e] = get(qWeight, e);
+  }
+  TensorView wantKeyView =
+      TensorView::compact(wantKey.data(), d.cacheDtype, kShape);
+  TensorView wantValueView =
+      TensorView::compact(wantValue.data(), d.cacheDtype, vShape);
+  auto toCache = [&](float x, const std::vector<float> &scales, int64_t t,
+                     int64_t h, int64_t block) -> uint32_t {
+    if (!d.quant)
+      return floatToElement(x, d.cacheDtype);
+    float s = scales[staticScaleIndex(d, t, h, block)];
+    return quantize(d.quant->kind, x, s, d.quant->reciprocal);
+  };
+  for (int64_t t = 0; t < numTokens; ++t) {
+    bool inCache = spec.rope == Rope::None ||
+                   (positions[t] >= 0 && positions[t] < maxPosition);
+    if (!inCache)
+      continue;
+    for (int64_t i = 0; i < rotary; ++i)
+      cs[i] = get(cosSin, positions[t] * rotary + i);
+    for (int64_t h = 0; h < qH; ++h) {
+      std::vector<float> y = prologueHead(spec, split, rowAt(qOffset, t, h), qw,
+                                          epsilon, cs.data());
+      for (int64_t e = 0; e < D; ++e)
+        put(wantQ, (t * qH + h) * D + e, y[e]);
+    }
+    if (slots[t] < 0 || slots[t] >= capacity)
+      continue;
+    int64_t block = slots[t] / d.blockSize, pos = slots[t] % d.blockSize;
+    for (int64_t h = 0; h < H; ++h) {
+      std::vector<float> k = prologueHead(spec, split, rowAt(kOffset, t, h), kw,
+                                          epsilon, cs.data());
+      std::vector<float> v = rowAt(vOffset, t, h);
+      for (int64_t e = 0; e < D; ++e) {
+        storeBits(wantKeyView.elementPointer(
+                      cacheIndex(d, CacheSide::Key, block, h, pos, e)),
+                  d.cacheDtype, toCache(k[e], keyScale, t, h, block));
+        storeBits(wantValueView.elementPointer(
+                      cacheIndex(d, CacheSide::Value, block, h, pos, e)),
+                  d.cacheDtype, toCache(v[e], valueScale, t, h, block));
+      }
+    }
+  }
+
+  // The kernel's parameters, in the plan's order.
+  std::vector<void *> pointers, params;
+  std::vector<int32_t> scalars;
+  std::vector<abi::Param> list = plan.getParams();
+  pointers.reserve(list.size());
+  scalars.reserve(list.size());
+  auto srcPtr = [&](int64_t offset) -> void * {
+    return qkv.data() + offset * dtypeBytes(d.sourceDtype);
+  };
+  for (abi::Param p : list) {
+    using P = abi::Param;
+    if (abi::paramInfo(p).role == abi::ParamRole::Buffer) {
+      void *ptr = nullptr;
+      switch (p) {
+      case P::Key:
+        ptr = srcPtr(kOffset);
+        break;
+      case P::Value:
+        ptr = srcPtr(vOffset);
+        break;
+      case P::Query:
+        ptr = srcPtr(qOffset);
+        break;
+      case P::SlotMapping:
+        ptr = slots.data();
+        break;
+      case P::KeyCache:
+        ptr = keyCache.data();
+        break;
+      case P::ValueCache:
+        ptr = valueCache.data();
+        break;
+      case P::KeyScale:
+        ptr = keyScale.data();
+        break;
+      case P::ValueScale:
+        ptr = valueScale.data();
+        break;
+      case P::QOut:
+        ptr = qOut.data();
+        break;
+      case P::RopePositions:
+        ptr = positions.data();
+        break;
+      case P::CosSinCache:
+        ptr = cosSin.data();
+        break;
+      case P::KNormWeight:
+        ptr = kWeight.data();
+        break;
+      case P::QNormWeight:
+        ptr = qWeight.data();
+        break;
+      case P::Epsilon:
+        ptr = &epsilon;
+        break;
+      default:
+        return {std::string("no tensor for buffer ") + abi::paramName(p)};
+      }
+      pointers.push_back(ptr);
+      params.push_back(&pointers.back());
+      continue;
+    }
+    int64_t v = -1;
+    switch (p) {
+    case P::NumTokens:
+      v = numTokens;
+      break;
+    case P::NumBlocks:
+      v = numBlocks;
+      break;
+    case P::KeyStrideToken:
+    case P::ValueStrideToken:
+    case P::QueryStrideToken:
+      v = rowElems;
+      break;
+    case P::KeyStrideHead:
+    case P::ValueStrideHead:
+    case P::QueryStrideHead:
+      v = D;
+      break;
+    case P::KeyStrideDim:
+    case P::ValueStrideDim:
+    case P::QueryStrideDim:
+    case P::QOutStrideDim:
+      v = 1;
+      break;
+    case P::QOutStrideToken:
+      v = qH * D;
+      break;
+    case P::QOutStrideHead:
+      v = D;
+      break;
+    case P::MaxPosition:
+      v = maxPosition;
+      break;
+    case P::KeyCacheStrideBlock:
+      v = cacheStride(CacheSide::Key, 0);
+      break;
+    case P::KeyCacheStrideHead:
+      v = cacheStride(CacheSide::Key, 1);
+      break;
+    case P::KeyCacheStridePos:
+      v = cacheStride(CacheSide::Key, 2);
+      break;
+    case P::KeyCacheStrideDim:
+      v = cacheStride(CacheSide::Key, 3);
+      break;
+    case P::ValueCacheStrideBlock:
+      v = cacheStride(CacheSide::Value, 0);
+      break;
+    case P::ValueCacheStrideHead:
+      v = cacheStride(CacheSide::Value, 1);
+      break;
+    case P::ValueCacheStridePos:
+      v = cacheStride(CacheSide::Value, 2);
+      break;
+    case P::ValueCacheStrideDim:
+      v = cacheStride(CacheSide::Value, 3);
+      break;
+    default:
+      return {std::string("no value for scalar ") + abi::paramName(p)};
+    }
+    scalars.push_back(static_cast<int32_t>(v));
+    params.push_back(&scalars.back());
+  }
+  entry(params.data());
+
+  std::vector<std::string> failures;
+  auto compare = [&](const char *what, const std::vector<uint8_t> &got,
+                     const std::vector<uint8_t> &want, DType type) {
+    size_t bytes = dtypeBytes(type), bad = 0;
+    std::string first;
+    for (size_t i = 0; i < got.size(); i += bytes)
+      if (std::memcmp(&got[i], &want[i], bytes) != 0) {
+        if (bad++ < 3)
+          first += " [" + std::to_string(i / bytes) + "] got " +
+                   std::to_string(loadBits(&got[i], type)) + " want " +
+                   std::to_string(loadBits(&want[i], type));
+      }
+    if (bad)
+      failures.push_back(std::string(what) + ": " + std::to_string(bad) +
+                         " elements differ:" + first);
+  };
+  compare("key_cache", keyCache, wantKey, d.cacheDtype);
+  compare("value_cache", valueCache, wantValue, d.cacheDtype);
+  compare("q_out", qOut, wantQ, d.sourceDtype);
+  return failures;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  struct Types {
+    DType source, cache;
+    std::optional<QuantSpec> quant;
+  };
+  QuantSpec fp8PerTensor, fp8PerHead;
+  fp8PerHead.granularity = Granularity::PerHead;
+  const Types types[] = {
+      {DType::BF16, DType::BF16, std::nullopt},
+      {DType::F16, DType::F16, std::nullopt},
+      {DType::BF16, DType::F8E4M3, fp8PerTensor},
+      {DType::F16, DType::F8E4M3, fp8PerHead},
+      {DType::F32, DType::F32, std::nullopt},
+  };
+  struct Shape {
+    Layout layout;
+    int64_t blockSize, heads, headDim;
+  };
+  const Shape shapes[] = {{Layout::PagedNHD, 16, 2, 128},
+                          {Layout::PagedHND, 8, 2, 64},
+                          {Layout::Contiguous, 32, 1, 64}};
+  struct Parts {
+    bool norm;
+    Rope rope;
+    int64_t rotaryDiv; // rotary_dim = head_dim / rotaryDiv
+    int64_t qPerKv;
+  };
+  const Parts parts[] = {
+      {true, Rope::Neox, 1, 4}, {true, Rope::Gptj, 1, 2},
+      {true, Rope::Neox, 2, 2}, {false, Rope::Gptj, 4, 1},
+      {true, Rope::None, 0, 3}, {false, Rope::Neox, 1, 0},
+      {true, Rope::Gptj, 2, 0},
+  };
+  int n = 0;
+  for (const Types &ty : types)
+    for (const Shape &sh : shapes)
+      for (const Parts &pa : parts) {
+        // Every combination of parts on the first shape; a rotation of them
+        // over the others.
+        if (&sh != &shapes[0] && (n++ % 2) != 0)
+          continue;
+        Case c;
+        Description &d = c.desc;
+        d.kind = Kind::Append;
+        d.layout = sh.layout;
+        d.blockSize = sh.blockSize;
+        d.numKvHeads = sh.heads;
+        d.headDim = sh.headDim;
+        d.sourceDtype = ty.source;
+        d.cacheDtype = ty.cache;
+        d.quant = ty.quant;
+        c.spec.norm = pa.norm;
+        c.spec.rope = pa.rope;
+        c.spec.rotaryDim = pa.rotaryDiv ? sh.headDim / pa.rotaryDiv : 0;
+        c.spec.qHeads = pa.qPerKv * sh.heads;
+        d.name =
+            std::string("p_") + layoutName(sh.layout) + "_" +
+            dtypeName(ty.source) + "_" +
+            (ty.quant ? ty.quant->tag() : std::string(dtypeName(ty.cache))) +
+            (pa.norm ? "_rms" : "") +
+            (pa.rope == Rope::Neox   ? "_neox"
+             : pa.rope == Rope::Gptj ? "_gptj"
+                                     : "") +
+            (pa.rope != Rope::None ? std::to_string(c.spec.rotaryDim) : "") +
+            "_q" + std::to_string(c.spec.qHeads);
+        out.push_back(c);
+      }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string filter;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--filter=", 0) == 0)
+      filter = arg.substr(9);
+    else {
+      std::cerr << "usage: kvgen-prologue-suite [--filter=S]\n";
+      return 2;
+    }
+  }
+  mlir::DialectRegistry registry;
+  registerKVGenDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::string error;
+  context.getDiagEngine().registerHandler([&](mlir::Diagnostic &diag) {
+    error = diag.str();
+    return mlir::success();
+  });
+
+  int descriptions = 0, runs = 0, failed = 0;
+  uint32_t seed = 1;
+  for (const Case &c : cases()) {
+    if (c.desc.name.find(filter) == std::string::npos)
+      continue;
+    ++descriptions;
+    std::string text = "module {\nkv.append @" + c.desc.name + " : " +
+                       c.desc.cacheType() + " from " +
+                       dtypeName(c.desc.sourceDtype) + " prologue " +
+                       c.spec.attr() + "\n}\n";
+    mlir::OwningOpRef<mlir::ModuleOp> module = parseDescription(text, &context);
+    if (!module) {
+      std::cerr << "FAIL " << c.desc.name << ": does not parse: " << error
+                << "\n"
+                << text;
+      ++failed;
+      continue;
+    }
+    mlir::FailureOr<HostKernels> kernels = compileForHost(*module);
+    if (mlir::failed(kernels)) {
+      std::cerr << "FAIL " << c.desc.name << ": does not compile: " << error
+                << "\n"
+                << text;
+      ++failed;
+      continue;
+    }
+    for (const KernelPlan &plan : kernels->getPlans()) {
+      HostKernels::Entry entry = kernels->lookup(plan.name);
+      ++runs;
+      if (!entry) {
+        std::cerr << "FAIL " << plan.name << ": no entry point\n";
+        ++failed;
+        continue;
+      }
+      std::vector<std::string> failures = Run(c, plan, seed++).check(entry);
+      if (failures.empty())
+        continue;
+      ++failed;
+      std::cerr << "FAIL " << plan.name << " " << c.spec.attr() << "\n";
+      for (const std::string &f : failures)
+        std::cerr << "  " << f << "\n";
+    }
+  }
+  std::cout << "kvgen-prologue-suite: " << descriptions << " descriptions, "
+            << runs << " kernels, " << failed << " failed\n";
+  return failed == 0 && descriptions > 0 ? 0 : 1;
+}
