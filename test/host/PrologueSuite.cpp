@@ -35,6 +35,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -183,8 +184,23 @@ std::vector<std::string> Run::check(HostKernels::Entry entry) {
     }
   }
 
-  // The reference, on the expected copies.
-  HeadSplit split{plan.lanesPerGroup, plan.vectorElems};
+  // The reference, on the expected copies, with the head's split as
+  // docs/CONTRACT.md derives it; a plan that splits otherwise fails.
+  int64_t vec = 16 / std::max(dtypeBytes(d.sourceDtype),
+                              dtypeBytes(d.cacheDtype));
+  int64_t part = D;
+  if (spec.rope != Rope::None)
+    part = std::gcd(part, spec.rope == Rope::Neox ? rotary / 2 : rotary);
+  while (part % vec != 0)
+    vec /= 2;
+  int64_t chunks = D / vec;
+  HeadSplit split{std::min<int64_t>(chunks & -chunks, 32), vec};
+  if (split.vec != plan.vectorElems || split.lanes != plan.lanesPerGroup)
+    return {"the plan splits a head into " +
+            std::to_string(plan.lanesPerGroup) + " lanes of " +
+            std::to_string(plan.vectorElems) +
+            "-element chunks; docs/CONTRACT.md says " +
+            std::to_string(split.lanes) + " of " + std::to_string(split.vec)};
   std::vector<float> kw(D), qw(D), cs(std::max<int64_t>(rotary, 1));
   for (int64_t e = 0; e < D; ++e) {
     kw[e] = get(kWeight, e);
