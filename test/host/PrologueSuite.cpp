@@ -14,8 +14,12 @@
 // kvrt does not launch prologue kernels yet, so the parameters are packed
 // here, from the plan's list, rather than by kvrt.
 //
-//   kvgen-prologue-suite            every description
+//   kvgen-prologue-suite            every description, on the host
 //   kvgen-prologue-suite --filter=S only those whose name contains S
+//   kvgen-prologue-suite --gpu      the same on CUDA device 0 (kvgen's PTX,
+//                                   loaded by the driver; --chip=sm_XX picks
+//                                   the plan's chip, sm_90 by default); exit
+//                                   code 77 where there is no device
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,18 +30,23 @@
 
 #include "kvgen/Pipeline/Description.h"
 #include "kvgen/Pipeline/HostJIT.h"
+#include "kvgen/Pipeline/PTX.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <cmath>
 #include <cstring>
+#include <dlfcn.h>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace kvgen;
@@ -62,14 +71,28 @@ int64_t product(const std::vector<int64_t> &shape) {
   return n;
 }
 
+/// One buffer of a launch: its host copy.
+struct HostBuffer {
+  void *data;
+  size_t bytes;
+};
+
+/// Runs one kernel on its parameters (ABI order): the buffers' host copies
+/// (which it leaves holding what the kernel wrote) and the scalars. Returns
+/// "" or why it could not run.
+using Launcher = std::function<std::string(
+    const KernelPlan &, int64_t numTokens, std::vector<HostBuffer> &,
+    std::vector<int32_t> &, const std::vector<bool> &isBuffer)>;
+
 /// What one kernel call is given and what it must leave.
 class Run {
 public:
   Run(const Case &c, const KernelPlan &plan, uint32_t seed)
       : c(c), plan(plan), rng(seed) {}
 
-  /// Calls `entry` and compares; returns the failures' descriptions.
-  std::vector<std::string> check(HostKernels::Entry entry);
+  /// Runs the kernel through `launch` and compares; returns the failures'
+  /// descriptions.
+  std::vector<std::string> check(const Launcher &launch);
 
 private:
   float uniform(float lo, float hi) {
@@ -106,7 +129,7 @@ int64_t Run::cacheStride(CacheSide side, int axis) const {
          view.elementOffset(cacheIndex(c.desc, side, 0, 0, 0, 0));
 }
 
-std::vector<std::string> Run::check(HostKernels::Entry entry) {
+std::vector<std::string> Run::check(const Launcher &launch) {
   const Description &d = c.desc;
   const PrologueSpec &spec = c.spec;
   const int64_t numTokens = 9, H = d.numKvHeads, D = d.headDim;
@@ -186,8 +209,8 @@ std::vector<std::string> Run::check(HostKernels::Entry entry) {
 
   // The reference, on the expected copies, with the head's split as
   // docs/CONTRACT.md derives it; a plan that splits otherwise fails.
-  int64_t vec = 16 / std::max(dtypeBytes(d.sourceDtype),
-                              dtypeBytes(d.cacheDtype));
+  int64_t vec =
+      16 / std::max(dtypeBytes(d.sourceDtype), dtypeBytes(d.cacheDtype));
   int64_t part = D;
   if (spec.rope != Rope::None)
     part = std::gcd(part, spec.rope == Rope::Neox ? rotary / 2 : rotary);
@@ -248,67 +271,72 @@ std::vector<std::string> Run::check(HostKernels::Entry entry) {
     }
   }
 
-  // The kernel's parameters, in the plan's order.
-  std::vector<void *> pointers, params;
+  // The kernel's parameters, in the plan's order. K, V and Q are views of
+  // one QKV buffer: each is the rest of that buffer from its first element.
+  std::vector<HostBuffer> buffers;
   std::vector<int32_t> scalars;
+  std::vector<bool> isBuffer;
   std::vector<abi::Param> list = plan.getParams();
-  pointers.reserve(list.size());
-  scalars.reserve(list.size());
-  auto srcPtr = [&](int64_t offset) -> void * {
-    return qkv.data() + offset * dtypeBytes(d.sourceDtype);
+  size_t srcBytes = dtypeBytes(d.sourceDtype);
+  auto vecBuffer = [](auto &v) {
+    return HostBuffer{v.data(), v.size() * sizeof(v[0])};
+  };
+  auto qkvView = [&](int64_t offset) {
+    return HostBuffer{qkv.data() + offset * srcBytes,
+                      qkv.size() - offset * srcBytes};
   };
   for (abi::Param p : list) {
     using P = abi::Param;
     if (abi::paramInfo(p).role == abi::ParamRole::Buffer) {
-      void *ptr = nullptr;
+      HostBuffer buffer{nullptr, 0};
       switch (p) {
       case P::Key:
-        ptr = srcPtr(kOffset);
+        buffer = qkvView(kOffset);
         break;
       case P::Value:
-        ptr = srcPtr(vOffset);
+        buffer = qkvView(vOffset);
         break;
       case P::Query:
-        ptr = srcPtr(qOffset);
+        buffer = qkvView(qOffset);
         break;
       case P::SlotMapping:
-        ptr = slots.data();
+        buffer = vecBuffer(slots);
         break;
       case P::KeyCache:
-        ptr = keyCache.data();
+        buffer = vecBuffer(keyCache);
         break;
       case P::ValueCache:
-        ptr = valueCache.data();
+        buffer = vecBuffer(valueCache);
         break;
       case P::KeyScale:
-        ptr = keyScale.data();
+        buffer = vecBuffer(keyScale);
         break;
       case P::ValueScale:
-        ptr = valueScale.data();
+        buffer = vecBuffer(valueScale);
         break;
       case P::QOut:
-        ptr = qOut.data();
+        buffer = vecBuffer(qOut);
         break;
       case P::RopePositions:
-        ptr = positions.data();
+        buffer = vecBuffer(positions);
         break;
       case P::CosSinCache:
-        ptr = cosSin.data();
+        buffer = vecBuffer(cosSin);
         break;
       case P::KNormWeight:
-        ptr = kWeight.data();
+        buffer = vecBuffer(kWeight);
         break;
       case P::QNormWeight:
-        ptr = qWeight.data();
+        buffer = vecBuffer(qWeight);
         break;
       case P::Epsilon:
-        ptr = &epsilon;
+        buffer = {&epsilon, sizeof(float)};
         break;
       default:
         return {std::string("no tensor for buffer ") + abi::paramName(p)};
       }
-      pointers.push_back(ptr);
-      params.push_back(&pointers.back());
+      buffers.push_back(buffer);
+      isBuffer.push_back(true);
       continue;
     }
     int64_t v = -1;
@@ -372,9 +400,11 @@ std::vector<std::string> Run::check(HostKernels::Entry entry) {
       return {std::string("no value for scalar ") + abi::paramName(p)};
     }
     scalars.push_back(static_cast<int32_t>(v));
-    params.push_back(&scalars.back());
+    isBuffer.push_back(false);
   }
-  entry(params.data());
+  if (std::string why = launch(plan, numTokens, buffers, scalars, isBuffer);
+      !why.empty())
+    return {why};
 
   std::vector<std::string> failures;
   auto compare = [&](const char *what, const std::vector<uint8_t> &got,
@@ -396,6 +426,151 @@ std::vector<std::string> Run::check(HostKernels::Entry entry) {
   compare("value_cache", valueCache, wantValue, d.cacheDtype);
   compare("q_out", qOut, wantQ, d.sourceDtype);
   return failures;
+}
+
+/// The host: the JIT's packed entry point on the host copies themselves.
+Launcher hostLauncher(HostKernels::Entry entry) {
+  return [entry](const KernelPlan &, int64_t, std::vector<HostBuffer> &buffers,
+                 std::vector<int32_t> &scalars,
+                 const std::vector<bool> &isBuffer) {
+    std::vector<void *> pointers, params;
+    pointers.reserve(buffers.size());
+    size_t b = 0, s = 0;
+    for (bool buffer : isBuffer) {
+      if (buffer) {
+        pointers.push_back(buffers[b++].data);
+        params.push_back(&pointers.back());
+      } else {
+        params.push_back(&scalars[s++]);
+      }
+    }
+    entry(params.data());
+    return std::string();
+  };
+}
+
+/// The CUDA driver, loaded at run time (libcuda.so.1), so that the suite
+/// builds and runs its host part where there is neither a toolkit nor a
+/// driver. Only what a launch needs.
+class CudaDriver {
+public:
+  using CUresult = int;
+  using CUdeviceptr = unsigned long long;
+  using Handle = void *;
+
+  /// Why there is no device ("" once loaded and a context is current).
+  std::string init() {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      return "no CUDA driver (libcuda.so.1): " + std::string(dlerror());
+    bool ok = true;
+    auto sym = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+          dlsym(lib, name));
+      ok &= fn != nullptr;
+    };
+    sym(cuInit, "cuInit");
+    sym(cuDeviceGet, "cuDeviceGet");
+    sym(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    sym(cuCtxSetCurrent, "cuCtxSetCurrent");
+    sym(cuModuleLoadData, "cuModuleLoadData");
+    sym(cuModuleUnload, "cuModuleUnload");
+    sym(cuModuleGetFunction, "cuModuleGetFunction");
+    sym(cuMemAlloc, "cuMemAlloc_v2");
+    sym(cuMemFree, "cuMemFree_v2");
+    sym(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+    sym(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    sym(cuLaunchKernel, "cuLaunchKernel");
+    sym(cuCtxSynchronize, "cuCtxSynchronize");
+    if (!ok)
+      return "libcuda.so.1 lacks a driver entry point the suite needs";
+    int device = 0;
+    Handle context = nullptr;
+    if (cuInit(0) != 0 || cuDeviceGet(&device, 0) != 0 ||
+        cuDevicePrimaryCtxRetain(&context, device) != 0 ||
+        cuCtxSetCurrent(context) != 0)
+      return "no usable CUDA device";
+    return "";
+  }
+
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuDeviceGet)(int *, int) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(Handle *, int) = nullptr;
+  CUresult (*cuCtxSetCurrent)(Handle) = nullptr;
+  CUresult (*cuModuleLoadData)(Handle *, const void *) = nullptr;
+  CUresult (*cuModuleUnload)(Handle) = nullptr;
+  CUresult (*cuModuleGetFunction)(Handle *, Handle, const char *) = nullptr;
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
+  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
+  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, Handle, void **,
+                             void **) = nullptr;
+  CUresult (*cuCtxSynchronize)() = nullptr;
+};
+
+/// The GPU: `module` (loaded from the description's PTX) on device copies
+/// of the buffers, launched as kvrt would (docs/KERNEL-ABI.md's grid:
+/// ceil(num_tokens / tokens_per_block) blocks of threads_x x
+/// tokens_per_block), every buffer copied back.
+Launcher gpuLauncher(CudaDriver &cu, CudaDriver::Handle module) {
+  return [&cu, module](const KernelPlan &plan, int64_t numTokens,
+                       std::vector<HostBuffer> &buffers,
+                       std::vector<int32_t> &scalars,
+                       const std::vector<bool> &isBuffer) -> std::string {
+    CudaDriver::Handle fn = nullptr;
+    if (cu.cuModuleGetFunction(&fn, module, plan.name.c_str()) != 0)
+      return "no kernel " + plan.name + " in the PTX";
+    std::vector<CudaDriver::CUdeviceptr> device(buffers.size(), 0);
+    std::string why;
+    for (size_t i = 0; i < buffers.size() && why.empty(); ++i)
+      if (cu.cuMemAlloc(&device[i], std::max<size_t>(buffers[i].bytes, 16)) !=
+              0 ||
+          cu.cuMemcpyHtoD(device[i], buffers[i].data, buffers[i].bytes) != 0)
+        why = "cannot allocate or copy a buffer on the device";
+    if (why.empty()) {
+      std::vector<void *> params;
+      size_t b = 0, s = 0;
+      for (bool buffer : isBuffer)
+        params.push_back(buffer ? static_cast<void *>(&device[b++])
+                                : static_cast<void *>(&scalars[s++]));
+      unsigned grid = static_cast<unsigned>(
+          (numTokens + plan.tokensPerBlock - 1) / plan.tokensPerBlock);
+      if (cu.cuLaunchKernel(fn, grid, 1, 1,
+                            static_cast<unsigned>(plan.threadsX),
+                            static_cast<unsigned>(plan.tokensPerBlock), 1, 0,
+                            nullptr, params.data(), nullptr) != 0 ||
+          cu.cuCtxSynchronize() != 0)
+        why = "the launch of " + plan.name + " failed";
+    }
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (device[i]) {
+        if (why.empty() &&
+            cu.cuMemcpyDtoH(buffers[i].data, device[i], buffers[i].bytes) != 0)
+          why = "cannot copy a buffer back from the device";
+        cu.cuMemFree(device[i]);
+      }
+    return why;
+  };
+}
+
+/// The description's PTX, by kvgen's GPU pipeline for `chip`.
+mlir::FailureOr<std::string> compilePTX(mlir::ModuleOp module,
+                                        const std::string &chip) {
+  PipelineOptions options;
+  options.chip = chip;
+  if (std::optional<std::string> why = options.check()) {
+    module.emitError(*why);
+    return mlir::failure();
+  }
+  mlir::PassManager pm(module.getContext());
+  buildLoopsPipeline(pm, options.getPlanOptions());
+  buildGPUMappingPipeline(pm, options.getGPUMappingOptions());
+  buildNVVMPipeline(pm, options.getGPUTargetOptions());
+  if (mlir::failed(pm.run(module)))
+    return mlir::failure();
+  return serializeToPTX(module);
 }
 
 std::vector<Case> cases() {
@@ -472,15 +647,30 @@ std::vector<Case> cases() {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string filter;
+  std::string filter, chip;
+  bool gpu = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--filter=", 0) == 0)
       filter = arg.substr(9);
+    else if (arg == "--gpu")
+      gpu = true;
+    else if (arg.rfind("--chip=", 0) == 0)
+      chip = arg.substr(7);
     else {
-      std::cerr << "usage: kvgen-prologue-suite [--filter=S]\n";
+      std::cerr << "usage: kvgen-prologue-suite [--gpu [--chip=sm_XX]] "
+                   "[--filter=S]\n";
       return 2;
     }
+  }
+  CudaDriver cu;
+  if (gpu) {
+    if (std::string why = cu.init(); !why.empty()) {
+      std::cerr << "kvgen-prologue-suite --gpu: " << why << "; skipped\n";
+      return 77;
+    }
+    if (chip.empty())
+      chip = PlanOptions().chip;
   }
   mlir::DialectRegistry registry;
   registerKVGenDialects(registry);
@@ -510,6 +700,31 @@ int main(int argc, char **argv) {
       ++failed;
       continue;
     }
+    if (gpu) {
+      std::vector<KernelPlan> plans = collectPlans(*module);
+      mlir::FailureOr<std::string> ptx = compilePTX(*module, chip);
+      CudaDriver::Handle cuModule = nullptr;
+      if (mlir::failed(ptx) ||
+          cu.cuModuleLoadData(&cuModule, ptx->c_str()) != 0) {
+        std::cerr << "FAIL " << c.desc.name
+                  << ": no PTX, or the driver refuses it: " << error << "\n";
+        ++failed;
+        continue;
+      }
+      for (const KernelPlan &plan : plans) {
+        ++runs;
+        std::vector<std::string> failures =
+            Run(c, plan, seed++).check(gpuLauncher(cu, cuModule));
+        if (failures.empty())
+          continue;
+        ++failed;
+        std::cerr << "FAIL " << plan.name << " " << c.spec.attr() << "\n";
+        for (const std::string &f : failures)
+          std::cerr << "  " << f << "\n";
+      }
+      cu.cuModuleUnload(cuModule);
+      continue;
+    }
     mlir::FailureOr<HostKernels> kernels = compileForHost(*module);
     if (mlir::failed(kernels)) {
       std::cerr << "FAIL " << c.desc.name << ": does not compile: " << error
@@ -526,7 +741,8 @@ int main(int argc, char **argv) {
         ++failed;
         continue;
       }
-      std::vector<std::string> failures = Run(c, plan, seed++).check(entry);
+      std::vector<std::string> failures =
+          Run(c, plan, seed++).check(hostLauncher(entry));
       if (failures.empty())
         continue;
       ++failed;
@@ -535,7 +751,8 @@ int main(int argc, char **argv) {
         std::cerr << "  " << f << "\n";
     }
   }
-  std::cout << "kvgen-prologue-suite: " << descriptions << " descriptions, "
-            << runs << " kernels, " << failed << " failed\n";
+  std::cout << "kvgen-prologue-suite" << (gpu ? " (" + chip + ")" : "") << ": "
+            << descriptions << " descriptions, " << runs << " kernels, "
+            << failed << " failed\n";
   return failed == 0 && descriptions > 0 ? 0 : 1;
 }
