@@ -3,7 +3,8 @@
 
 // The fused prologue's kernels for the GPU and the host: NeoX and GPT-J,
 // full and partial rotation, norm with and without Q, bf16 and an fp8 cache
-// (test/Target/ptxas-prologue.test assembles them for sm_90). RMSNorm is
+// (test/Target/ptxas-prologue.test assembles them for sm_90), and the
+// edges of a head's split. RMSNorm is
 // IEEE sqrt and division on both targets (rcp.rn.f32 is 1 / x correctly
 // rounded), never an approximate rsqrt, and
 // its sum of squares is gathered in lane order (shfl.sync.idx), not a
@@ -41,3 +42,15 @@ kv.append @norm_only_fp8 : !kv.cache<layout = paged_nhd, block_size = 16,
     quant = #kv.quant<kind = fp8_e4m3, granularity = per_head,
                       mode = static>> from bf16
     prologue #kv.prologue<q_heads = 64, norm = rms>
+
+// A NeoX half of 3 elements: chunks of one element, 32 lanes.
+kv.append @neox_odd_half : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 2, head_dim = 64, dtype = bf16> from bf16
+    prologue #kv.prologue<q_heads = 2, norm = rms, rope = neox, rotary_dim = 6>
+
+// 4 K heads and 32 Q heads of 16 lanes: 576 threads a token, past the 256 of
+// a block's x extent, so each thread loops over the chunk loop.
+kv.append @many_heads : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 4, head_dim = 128, dtype = bf16> from bf16
+    prologue #kv.prologue<q_heads = 32, norm = rms, rope = neox,
+                          rotary_dim = 128>

@@ -607,6 +607,34 @@ std::vector<Case> cases() {
       {true, Rope::None, 0, 3}, {false, Rope::Neox, 1, 0},
       {true, Rope::Gptj, 2, 0},
   };
+  auto add = [&](const Types &ty, const Shape &sh, bool norm, Rope rope,
+                 int64_t rotaryDim, int64_t qHeads) {
+    Case c;
+    Description &d = c.desc;
+    d.kind = Kind::Append;
+    d.layout = sh.layout;
+    d.blockSize = sh.blockSize;
+    d.numKvHeads = sh.heads;
+    d.headDim = sh.headDim;
+    d.sourceDtype = ty.source;
+    d.cacheDtype = ty.cache;
+    d.quant = ty.quant;
+    c.spec.norm = norm;
+    c.spec.rope = rope;
+    c.spec.rotaryDim = rotaryDim;
+    c.spec.qHeads = qHeads;
+    d.name = std::string("p_") + layoutName(sh.layout) + "_" +
+             dtypeName(ty.source) + "_" +
+             (ty.quant ? ty.quant->tag() : std::string(dtypeName(ty.cache))) +
+             "_h" + std::to_string(sh.heads) + "x" +
+             std::to_string(sh.headDim) + (norm ? "_rms" : "") +
+             (rope == Rope::Neox   ? "_neox"
+              : rope == Rope::Gptj ? "_gptj"
+                                   : "") +
+             (rope != Rope::None ? std::to_string(rotaryDim) : "") + "_q" +
+             std::to_string(qHeads);
+    out.push_back(c);
+  };
   int n = 0;
   for (const Types &ty : types)
     for (const Shape &sh : shapes)
@@ -615,32 +643,21 @@ std::vector<Case> cases() {
         // over the others.
         if (&sh != &shapes[0] && (n++ % 2) != 0)
           continue;
-        Case c;
-        Description &d = c.desc;
-        d.kind = Kind::Append;
-        d.layout = sh.layout;
-        d.blockSize = sh.blockSize;
-        d.numKvHeads = sh.heads;
-        d.headDim = sh.headDim;
-        d.sourceDtype = ty.source;
-        d.cacheDtype = ty.cache;
-        d.quant = ty.quant;
-        c.spec.norm = pa.norm;
-        c.spec.rope = pa.rope;
-        c.spec.rotaryDim = pa.rotaryDiv ? sh.headDim / pa.rotaryDiv : 0;
-        c.spec.qHeads = pa.qPerKv * sh.heads;
-        d.name =
-            std::string("p_") + layoutName(sh.layout) + "_" +
-            dtypeName(ty.source) + "_" +
-            (ty.quant ? ty.quant->tag() : std::string(dtypeName(ty.cache))) +
-            (pa.norm ? "_rms" : "") +
-            (pa.rope == Rope::Neox   ? "_neox"
-             : pa.rope == Rope::Gptj ? "_gptj"
-                                     : "") +
-            (pa.rope != Rope::None ? std::to_string(c.spec.rotaryDim) : "") +
-            "_q" + std::to_string(c.spec.qHeads);
-        out.push_back(c);
+        add(ty, sh, pa.norm, pa.rope,
+            pa.rotaryDiv ? sh.headDim / pa.rotaryDiv : 0, pa.qPerKv * sh.heads);
       }
+  // Edges of the head's split: a NeoX half of 3 elements (chunks of one
+  // element, 32 lanes of 2 chunks), GPT-J on 2 elements, a head of 96 (12
+  // chunks, 4 lanes of 3), a head of 256 bf16 (32 chunks, one a lane), an
+  // f32 source into a bf16 cache, and 36 heads a token (past 256 threads a
+  // token: the GPU loops over the chunk loop).
+  add(types[0], {Layout::PagedNHD, 16, 2, 64}, true, Rope::Neox, 6, 2);
+  add(types[1], {Layout::PagedHND, 16, 2, 64}, true, Rope::Gptj, 2, 4);
+  add(types[0], {Layout::PagedNHD, 16, 2, 96}, true, Rope::Neox, 96, 4);
+  add(types[2], {Layout::PagedNHD, 16, 1, 256}, true, Rope::Neox, 64, 8);
+  add({DType::F32, DType::BF16, std::nullopt}, {Layout::PagedNHD, 16, 2, 64},
+      true, Rope::Gptj, 64, 2);
+  add(types[0], {Layout::PagedNHD, 16, 4, 128}, true, Rope::Neox, 128, 32);
   return out;
 }
 
