@@ -2,11 +2,10 @@
 // RUN: kvgen %s --target=host --emit=llvm | FileCheck %s --check-prefix=HOST
 
 // The fused prologue's kernels for the GPU and the host: NeoX and GPT-J,
-// full and partial rotation, norm with and without Q, bf16 and an fp8 cache
-// (test/Target/ptxas-prologue.test assembles them for sm_90), and the
-// edges of a head's split. RMSNorm is
-// IEEE sqrt and division on both targets (rcp.rn.f32 is 1 / x correctly
-// rounded), never an approximate rsqrt, and
+// full and partial rotation, norm with and without Q, bf16 and an fp8 cache,
+// and the edges of a head's split (test/Target/ptxas-prologue.test assembles
+// them for sm_90). RMSNorm is IEEE sqrt and division on both targets
+// (rcp.rn.f32 is 1 / x correctly rounded), never an approximate rsqrt, and
 // its sum of squares is gathered in lane order (shfl.sync.idx), not a
 // butterfly.
 
