@@ -74,6 +74,8 @@ static std::string describe(const KernelPlan &plan) {
     os << " to " << plan.sourceType;
   else if (plan.sourceType)
     os << " from " << plan.sourceType;
+  if (plan.prologue)
+    os << " prologue " << plan.prologue;
   return text;
 }
 

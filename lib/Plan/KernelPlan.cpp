@@ -21,6 +21,7 @@ std::vector<abi::Param> KernelPlan::getParams() const {
   std::vector<abi::Param> params;
   abi::forEachParam(
       kind, getQuantization(), !cache.hasValue(),
+      prologue ? prologue.getParts() : abi::PrologueParts{},
       [&](const abi::ParamInfo &info) { params.push_back(info.id); });
   return params;
 }
@@ -79,9 +80,9 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan,
   if (options.minBlocksPerSM >= 0)
     return options.minBlocksPerSM;
   kv::QuantAttr quant = plan.cache.getQuant();
-  if (!plan.appendsRows() || plan.traits().slot != abi::KindSlot::Mapping ||
-      !plan.vectorAccess() || !quant ||
-      !plan.cache.getLayoutInfo().chunkContiguous() ||
+  if (plan.prologue || !plan.appendsRows() ||
+      plan.traits().slot != abi::KindSlot::Mapping || !plan.vectorAccess() ||
+      !quant || !plan.cache.getLayoutInfo().chunkContiguous() ||
       plan.tokensPerBlock != 1 || plan.chunksPerThread != 1 ||
       plan.getIterationsPerToken() * plan.lanesPerGroup != plan.threadsX)
     return 0;
@@ -158,6 +159,9 @@ static int64_t wideChunksPerThread(const KernelPlan &base) {
 ///   gains only from 16384 tokens on (1.5-2%) and loses 1-3% at 2048-4096.
 static int64_t wideMinTokens(const KernelPlan &base, const PlanOptions &options,
                              const PlanThresholds &chip) {
+  // A prologue's iteration is already a whole head.
+  if (base.prologue)
+    return 0;
   bool division = splitsDivision(base, options);
   bool twoChunks = base.appendsRows() && base.chunksPerGroup == 1 &&
                    base.chunksPerThread == 1 && base.chunksPerToken % 2 == 0;
@@ -241,6 +245,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   base.kind = info->kind;
   base.cache = info->cache;
   base.sourceType = info->rows;
+  base.prologue = op->getAttrOfType<kv::PrologueAttr>("prologue");
 
   if (base.traits().rows == abi::KindRows::None) {
     // A kind that moves no rows (slot_mapping): one thread per token; 256
@@ -274,10 +279,20 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   // Nor a group of a latent with inline scales.
   if (inlineScales)
     part = std::gcd(part, inlineScales.getGroupSize());
+  // RoPE: a chunk lies wholly inside the rotated elements or wholly past
+  // them, and a NeoX chunk wholly in one half, so that its partner is a
+  // whole chunk rotary_dim / 2 away.
+  if (base.prologue && base.prologue.hasRope()) {
+    int64_t rotary = base.prologue.getRotaryDim();
+    part = std::gcd(part, base.prologue.isNeox() ? rotary / 2 : rotary);
+  }
   while (part % vec != 0)
     vec /= 2;
   base.vectorElems = vec;
   base.chunksPerToken = base.cache.getNumKvHeads() * base.rowDim() / vec;
+  // The prologue's Q heads follow the K heads in the chunk loop.
+  if (base.prologue)
+    base.chunksPerToken += base.prologue.getQHeads() * headDim / vec;
   // A dynamic scale needs the amax of its whole group before the first
   // store: one iteration of the chunk loop takes the group (a token's head,
   // or the token), spread over up to a warp of lanes. The lane count is the
@@ -297,6 +312,14 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
     // them (no lane has a RoPE chunk alone).
     base.chunksPerToken = base.latentGroups * base.chunksPerGroup;
     constexpr int64_t kWarp = 32;
+    int64_t g = base.chunksPerGroup;
+    base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
+  } else if (base.prologue) {
+    // RMSNorm needs the sum of squares of the whole head before the first
+    // store: one iteration takes a head, over lanes as a dynamic scale's
+    // group does.
+    constexpr int64_t kWarp = 32;
+    base.chunksPerGroup = headDim / vec;
     int64_t g = base.chunksPerGroup;
     base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
   } else if (quant && quant.getMode() == kv::ScaleMode::Dynamic &&
@@ -326,7 +349,8 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   // it below (splitsDivision): its kernel spills at the register bound and,
   // unbounded, loses 3-7% in prefill for 6-11% in decode,
   // so only the vector kernel, for fewer tokens, has it.
-  base.fastDivision = options.fastDivision && quant &&
+  // The prologue's values are fp32 by the time they are quantized.
+  base.fastDivision = options.fastDivision && quant && !base.prologue &&
                       quant.getMode() == kv::ScaleMode::Static &&
                       !quant.getReciprocal() && !base.readsRows() &&
                       (base.sourceType.isBF16() || base.sourceType.isF16());

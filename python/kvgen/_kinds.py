@@ -43,7 +43,10 @@ class Kind:
          self.has_variant, tensors, params, writes) = row
         self.index = index
         self.tensors = tuple(tensors)
-        when = {name: w for name, role, w in params if role == "Buffer"}
+        # A fused prologue's buffers (When Prologue...) belong to
+        # descriptions kvrt does not launch yet: no args struct has them.
+        when = {name: w for name, role, w in params
+                if role == "Buffer" and not w.startswith("Prologue")}
         if tuple(when) != self.tensors:
             # kvrt.h's struct and Params.def name one kind's tensors apart.
             raise RuntimeError(
@@ -52,7 +55,7 @@ class Kind:
                           ", ".join(when)))
         self.optional = tuple(t for t in self.tensors
                               if when[t].startswith("Quant"))
-        self.writes = tuple(writes)
+        self.writes = tuple(w for w in writes if w in self.tensors)
         self.method = self.entry_point[len("kvrt_"):]
         self.stream_tensor = (0 if self.rows == "Into" else
                               self.tensors.index(self.writes[0]))

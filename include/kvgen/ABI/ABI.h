@@ -100,7 +100,20 @@ enum class ParamWhen {
   /// The V side of the three above: absent for a K-only cache.
   WithValue,
   QuantStaticWithValue,
-  QuantDynamicWithValue
+  QuantDynamicWithValue,
+  /// The parts of a fused prologue (#kv.prologue<...>): absent without one.
+  PrologueNorm,
+  PrologueQNorm,
+  PrologueRope,
+  PrologueQ
+};
+
+/// Which parts of a fused prologue a description has (none: no prologue).
+struct PrologueParts {
+  bool norm = false;
+  bool rope = false;
+  /// Q is read and written rotated (q_heads > 0).
+  bool q = false;
 };
 
 struct ParamInfo {
@@ -325,9 +338,17 @@ constexpr bool parseScaleMode(std::string_view name, ScaleMode *out) {
 
 /// Whether a parameter that exists `when` is part of a description
 /// quantized as `quant` whose cache is K-only (no V) or not.
-constexpr bool isPresent(ParamWhen when, Quantization quant,
-                         bool kOnly = false) {
+constexpr bool isPresent(ParamWhen when, Quantization quant, bool kOnly = false,
+                         PrologueParts prologue = {}) {
   switch (when) {
+  case ParamWhen::PrologueNorm:
+    return prologue.norm;
+  case ParamWhen::PrologueQNorm:
+    return prologue.norm && prologue.q;
+  case ParamWhen::PrologueRope:
+    return prologue.rope;
+  case ParamWhen::PrologueQ:
+    return prologue.q;
   case ParamWhen::Always:
     return true;
   case ParamWhen::QuantStatic:
@@ -351,6 +372,15 @@ template <typename Fn>
 void forEachParam(KernelKind kind, Quantization quant, bool kOnly, Fn &&fn) {
   for (const KernelParam &p : kKernelParams)
     if (p.kind == kind && isPresent(p.when, quant, kOnly))
+      fn(paramInfo(p.id));
+}
+
+/// The same for a description with a fused prologue's `prologue` parts.
+template <typename Fn>
+void forEachParam(KernelKind kind, Quantization quant, bool kOnly,
+                  PrologueParts prologue, Fn &&fn) {
+  for (const KernelParam &p : kKernelParams)
+    if (p.kind == kind && isPresent(p.when, quant, kOnly, prologue))
       fn(paramInfo(p.id));
 }
 
@@ -379,7 +409,8 @@ constexpr size_t countParams(KernelKind kind, Quantization quant,
 
 /// The most parameters and buffers any kernel takes: kvrt's fixed-size
 /// launch arrays. A K-only cache only drops parameters, so counting with
-/// K and V bounds it.
+/// K and V bounds it. kvrt does not launch a fused prologue's kernels yet,
+/// so a prologue's parameters are not counted.
 constexpr size_t maxParams() {
   size_t most = 0;
   for (KernelKind kind : {

@@ -65,6 +65,11 @@ struct KernelPlan {
   /// however many tokens a launch has (and for the other variants).
   int64_t maxTokens = 0;
   kv::CacheType cache;
+  /// The fused prologue (norm and RoPE of K and Q) of an append, or null.
+  /// Each iteration of the chunk loop then takes one head (a group, spread
+  /// over lanes like a dynamic scale's): K head h with V head h, or, past
+  /// the K heads, a Q head.
+  kv::PrologueAttr prologue;
   /// Element type of K and V for appends, of the outputs for gathers (null
   /// for slot_mapping).
   mlir::Type sourceType;

@@ -68,11 +68,26 @@ static FailureOr<int64_t> laneCount(scf::ParallelOp loop, int64_t threadsX) {
   return lanes;
 }
 
+/// Whether a reduction's combine is a maximum or minimum, whose result does
+/// not depend on the order it combines in.
+static bool isOrderFree(Block &combine) {
+  auto ops = combine.without_terminator();
+  if (!llvm::hasSingleElement(ops))
+    return false;
+  return isa<arith::MaximumFOp, arith::MinimumFOp, arith::MaxNumFOp,
+             arith::MinNumFOp, arith::MaxSIOp, arith::MinSIOp, arith::MaxUIOp,
+             arith::MinUIOp>(*ops.begin());
+}
+
 /// Replaces the lane loop `inner` by its body for thread `lane` of `lanes`.
-/// Each reduction becomes log2(lanes) butterfly steps of shfl.sync over the
-/// lanes of this iteration (their bits of the warp as the member mask: other
-/// iterations in the same warp may be on another branch, e.g. a padding
-/// token), then is combined with the loop's initial value.
+/// A maximum (a dynamic scale's amax) becomes log2(lanes) butterfly steps of
+/// shfl.sync over the lanes of this iteration (their bits of the warp as the
+/// member mask: other iterations in the same warp may be on another branch,
+/// e.g. a padding token), then is combined with the loop's initial value.
+/// Any other combine (the prologue's fp32 sum of squares) is not
+/// associative: each lane gathers every lane's value (shfl.idx) and combines
+/// them from the initial value in lane order, which is the order the host
+/// runs the lane loop in, so both give the same bits.
 static void inlineLaneLoop(ImplicitLocOpBuilder &b, scf::ParallelOp inner,
                            Value lane, int64_t lanes) {
   b.setInsertionPoint(inner);
@@ -81,17 +96,16 @@ static void inlineLaneLoop(ImplicitLocOpBuilder &b, scf::ParallelOp inner,
   for (Operation &op : inner.getBody()->without_terminator())
     b.clone(op, map);
   auto reduce = cast<scf::ReduceOp>(inner.getBody()->getTerminator());
-  Value memberMask;
+  Value memberMask, firstLane;
+  Type i32 = b.getI32Type();
+  auto c32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, i32, v); };
   if (reduce.getNumOperands() != 0) {
-    Type i32 = b.getI32Type();
-    auto c32 = [&](int64_t v) {
-      return arith::ConstantIntOp::create(b, i32, v);
-    };
     memberMask = c32(-1);
+    firstLane = c32(0);
     if (lanes < 32) {
       Value laneId = arith::IndexCastOp::create(
           b, i32, gpu::LaneIdOp::create(b, /*upper_bound=*/nullptr));
-      Value firstLane = arith::AndIOp::create(b, laneId, c32(32 - lanes));
+      firstLane = arith::AndIOp::create(b, laneId, c32(32 - lanes));
       memberMask =
           arith::ShLIOp::create(b, c32((int64_t(1) << lanes) - 1), firstLane);
     }
@@ -109,6 +123,18 @@ static void inlineLaneLoop(ImplicitLocOpBuilder &b, scf::ParallelOp inner,
   for (auto [i, operand] : llvm::enumerate(reduce.getOperands())) {
     Block &body = reduce.getReductions()[i].front();
     Value x = map.lookupOrDefault(operand);
+    if (!isOrderFree(body)) {
+      Value acc = inner.getInitVals()[i];
+      for (int64_t from = 0; from < lanes; ++from) {
+        Value y = NVVM::ShflOp::create(
+            b, x.getType(), memberMask, x,
+            arith::AddIOp::create(b, firstLane, c32(from)), c32(0x1f),
+            NVVM::ShflKind::idx, /*return_value_and_is_valid=*/nullptr);
+        acc = combine(body, acc, y);
+      }
+      results.push_back(acc);
+      continue;
+    }
     for (int64_t offset = 1; offset < lanes; offset *= 2) {
       Value y = NVVM::ShflOp::create(
           b, x.getType(), memberMask, x,

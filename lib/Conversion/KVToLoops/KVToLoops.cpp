@@ -349,6 +349,12 @@ void KernelBuilder::build() {
     }
     SmallVector<ChunkAddresses> chunks;
     kv::QuantAttr quant = cache.getQuant();
+    // A prologue's iteration is a head, whose chunks are walked in lane
+    // loops after the check, as a dynamic scale's group is.
+    if (plan.prologue) {
+      emitPrologueGroup(emitSlot(t, t32), t, c);
+      break;
+    }
     if (!quant || quant.getMode() == kv::ScaleMode::Static) {
       for (int64_t j = 0; j < plan.chunksPerThread; ++j) {
         Value cj = toI64(c);

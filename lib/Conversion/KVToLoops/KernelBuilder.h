@@ -179,6 +179,23 @@ private:
   /// (`chunks` empty).
   void emitAppendChunk(Value slot, Value t, Value c,
                        ArrayRef<ChunkAddresses> chunks);
+  /// The fused prologue (docs/dev/PROLOGUE.md): iteration `c` of token `t`
+  /// takes one head over the plan's lanes, K head c with V head c (under the
+  /// slot check) or, past the K heads, Q head c - num_kv_heads (for every
+  /// token); with RoPE, only where the token's position is in the cos/sin
+  /// cache.
+  void emitPrologueGroup(Value slot, Value t, Value c);
+  /// One head of K (with its V) or of Q through the prologue, then stored:
+  /// K and V at (block, pos) of the caches, Q at row t of q_out. `cosSin`
+  /// is the offset of the token's row of the cos/sin cache (null without
+  /// RoPE).
+  void emitPrologueHead(bool isQ, Value t, Value head, Value block, Value pos,
+                        Value cosSin);
+  /// A chunk's elements as f32 scalars (loadChunkAt's form in).
+  SmallVector<Value> toF32Elements(ArrayRef<Value> chunk);
+  /// f32 scalars cast (or quantized by `quantize`) into a chunk in
+  /// loadChunkAt's form, of element type `type`.
+  SmallVector<Value> fromElements(ArrayRef<Value> elements, Type type);
   /// Reads chunk `c` of the row at `slot` into row `t` of the outputs.
   void emitGatherChunk(Value slot, Value t, Value c);
   /// Moves the chunks at `chunks` of K and V to (block, pos), quantizing

@@ -137,4 +137,7 @@ def KV_LaunchAttr : KV_Attr<"Launch", "launch"> {
   let genVerifyDecl = 1;
 }
 
+// The fused prologue's attribute, in its own file.
+include "kvgen/Dialect/KV/IR/KVPrologue.td"
+
 #endif // KVGEN_DIALECT_KV_IR_KVATTRS_TD

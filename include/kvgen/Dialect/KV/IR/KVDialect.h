@@ -70,6 +70,11 @@ namespace kvgen::kv {
 /// traits ask of its cache and its rows' type (null: the kind moves none).
 llvm::LogicalResult verifyKernelOp(mlir::Operation *op, abi::KernelKind kind,
                                    CacheType cache, mlir::Type rows);
+/// What a kernel op's `prologue` asks of its kind and cache
+/// (KVPrologue.cpp); success where it has none.
+llvm::LogicalResult verifyKernelPrologue(mlir::Operation *op,
+                                         abi::KernelKind kind, CacheType cache,
+                                         mlir::Type rows);
 } // namespace kvgen::kv
 
 #define GET_OP_CLASSES

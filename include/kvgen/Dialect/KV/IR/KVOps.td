@@ -32,8 +32,12 @@ class KV_KernelOp<string mnemonic, string kind, string rows = "">
   }];
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::verify() {
-      return ::kvgen::kv::verifyKernelOp(*this, kKind, getCacheType(),
-                                         getRowsType());
+      if (::mlir::failed(::kvgen::kv::verifyKernelOp(*this, kKind,
+                                                     getCacheType(),
+                                                     getRowsType())))
+        return ::mlir::failure();
+      return ::kvgen::kv::verifyKernelPrologue(*this, kKind, getCacheType(),
+                                               getRowsType());
     }
   }];
 }
@@ -57,11 +61,24 @@ def KV_AppendOp : KV_RowsIntoCacheOp<"append", "Append"> {
     type of K and V; it may differ from the cache's dtype only by an fp32 <->
     16-bit cast.
 
+    An optional `prologue` (#kv.prologue<...>) normalizes and rotates K (and
+    Q, written to `q_out`) on the way (docs/dev/PROLOGUE.md).
+
     ```mlir
     kv.append @kv_append : !kv.cache<layout = paged_nhd, block_size = 16,
         num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
+    kv.append @qwen3 : !kv.cache<layout = paged_nhd, block_size = 16,
+        num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
+        prologue #kv.prologue<q_heads = 32, norm = rms, rope = neox,
+                              rotary_dim = 128>
     ```
   }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type,
+                       OptionalAttr<KV_PrologueAttr>:$prologue);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type "
+                       "(`prologue` qualified($prologue)^)? attr-dict";
 }
 
 def KV_MlaAppendOp : KV_RowsIntoCacheOp<"mla_append", "MlaAppend"> {

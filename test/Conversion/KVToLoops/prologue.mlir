@@ -1,0 +1,63 @@
+// RUN: kvgen-opt %s -kv-to-loops -canonicalize -cse | FileCheck %s
+// RUN: kvgen-opt %s -kv-to-loops -kv-loops-to-gpu -canonicalize -cse | FileCheck %s --check-prefix=GPU
+
+// The fused prologue's loop nest: one chunk-loop iteration per head (2 K
+// heads, then 4 Q heads), its 4 chunks over 4 lanes. The token's position
+// is read and bounded by max_position before anything of the token; K waits
+// for the slot check too, Q does not. RMSNorm's sum of squares is a lane
+// reduction (an scf.reduce of addf), then IEEE division and sqrt; NeoX reads
+// the partner chunk (rotary_dim / 2 = 8 elements away) again from the
+// source.
+
+// CHECK-LABEL: func.func @p(
+// CHECK-SAME: kv.name = "query"
+// CHECK-SAME: kv.name = "q_out"
+// CHECK-SAME: kv.name = "rope_positions"
+// CHECK-SAME: kv.name = "cos_sin_cache"
+// CHECK-SAME: kv.name = "k_norm_weight"
+// CHECK-SAME: kv.name = "q_norm_weight"
+// CHECK-SAME: kv.name = "epsilon"
+// CHECK-SAME: kv.name = "max_position"
+// CHECK-SAME: kv.name = "q_out_stride_dim"
+// CHECK-SAME: kv.launch = #kv.launch<threads_x = 24, tokens_per_block = 8, chunks_per_token = 24>
+// CHECK: scf.parallel ({{.*}}) = (%c0, %c0) to (%{{.*}}, %c6)
+// CHECK: %[[SLOT:.*]] = memref.load %arg2
+// CHECK: %[[POS:.*]] = memref.load %arg7
+// CHECK: %[[INCACHE:.*]] = arith.cmpi ult, %[[POS]]
+// CHECK: %[[ISK:.*]] = arith.cmpi ult, %{{.*}}, %c2_i64
+// CHECK: scf.if %[[ISK]] {
+// CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[SLOT]]
+// CHECK: scf.if %[[VALID]] {
+// CHECK: scf.if %[[INCACHE]] {
+// CHECK: %[[SUM:.*]] = scf.parallel ({{.*}}) = (%c0) to (%c4) step (%c1) init
+// CHECK: vector.load %arg0
+// CHECK: scf.reduce
+// CHECK: arith.addf
+// CHECK: arith.divf %[[SUM]]
+// CHECK: memref.load %arg11
+// CHECK: llvm.call_intrinsic "llvm.sqrt.f32"
+// CHECK: scf.parallel ({{.*}}) = (%c0) to (%c4) step (%c1) {
+// CHECK: vector.load %arg9
+// CHECK: scf.if
+// CHECK: vector.load %arg0
+// CHECK: memref.load %arg8
+// CHECK: vector.load %arg1
+// CHECK: vector.store {{.*}}, %arg3
+// CHECK: vector.store {{.*}}, %arg4
+// CHECK: } else {
+// CHECK: scf.if %[[INCACHE]] {
+// CHECK: scf.parallel ({{.*}}) = (%c0) to (%c4) step (%c1) init
+// CHECK: vector.load %arg5
+// CHECK: memref.load %arg11
+// CHECK: vector.load %arg10
+// CHECK: vector.store {{.*}}, %arg6
+
+// On the GPU the sum is gathered from the group's 4 lanes in lane order
+// (shfl idx from lanes first + 0, 1, 2, 3), not a butterfly.
+// GPU-LABEL: gpu.func @p(
+// GPU-COUNT-4: nvvm.shfl.sync idx
+// GPU-NOT: bfly
+kv.append @p : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 2, head_dim = 32, dtype = bf16> from bf16
+    prologue #kv.prologue<q_heads = 4, norm = rms, rope = neox,
+                          rotary_dim = 16>

@@ -1,0 +1,51 @@
+//===- PrologueReference.h - the fused prologue's reference -----*- C++ -*-===//
+//
+// The fused prologue (#kv.prologue<...>, docs/dev/PROLOGUE.md) in plain C++,
+// written from docs/CONTRACT.md ("The fused prologue"), not from the
+// lowering: RMSNorm then RoPE of one head, in fp32, in the documented order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVGEN_CONFORMANCE_PROLOGUEREFERENCE_H
+#define KVGEN_CONFORMANCE_PROLOGUEREFERENCE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvgen::conformance {
+
+enum class Rope { None, Neox, Gptj };
+
+/// `#kv.prologue<...>`'s parameters.
+struct PrologueSpec {
+  int64_t qHeads = 0;
+  bool norm = false;
+  Rope rope = Rope::None;
+  int64_t rotaryDim = 0;
+  /// The attribute's text, `#kv.prologue<...>`.
+  std::string attr() const;
+};
+
+/// How a kernel splits a head for the norm's sum (the plan's): `lanes`
+/// lanes of chunks of `vec` elements; lane l takes chunks l, l + lanes, ...
+/// The sum of squares adds, in order, each lane's elements (its chunks in
+/// turn, each element by element) from 0, then the lanes' sums in lane
+/// order from 0.
+struct HeadSplit {
+  int64_t lanes = 1;
+  int64_t vec = 1;
+};
+
+/// One head through the prologue: `x` (head_dim values, as fp32) normalized
+/// with `weight` (head_dim, as fp32; unused without norm) and `epsilon`,
+/// then rotated with the token's row `cosSin` of the cos/sin cache
+/// (rotary_dim values, cos then sin; unused without rope). Returns fp32.
+std::vector<float> prologueHead(const PrologueSpec &spec, HeadSplit split,
+                                const std::vector<float> &x,
+                                const std::vector<float> &weight, float epsilon,
+                                const float *cosSin);
+
+} // namespace kvgen::conformance
+
+#endif // KVGEN_CONFORMANCE_PROLOGUEREFERENCE_H
