@@ -25,15 +25,10 @@ json asymmetricBundle(CacheConfig config = CacheConfig(),
   return bundleJson(kernels);
 }
 
-class AsymmetricTest : public ::testing::Test {
+class AsymmetricTest : public OwnBundleTest {
 protected:
   void SetUp() override {
-    recorded() = Recorded();
-    kvrt_bundle *raw = nullptr;
-    ASSERT_EQ(load(asymmetricBundle(), &raw), KVRT_SUCCESS)
-        << kvrt_last_error();
-    bundle.reset(raw);
-    registerRecorders(raw);
+    loadRecording(asymmetricBundle());
     key = HostTensor::compact(bf16(), {kTokens, kHeads, kKeyDim});
     value = HostTensor::compact(bf16(), {kTokens, kHeads, kValueDim});
     slots = HostTensor::compact(i64(), {kTokens});
@@ -61,13 +56,6 @@ protected:
     a.value_cache = valueCache.get();
     return a;
   }
-  void expectRefused(kvrt_status status, const std::string &message) {
-    EXPECT_EQ(status, KVRT_ERROR_INVALID_ARGUMENT);
-    EXPECT_THAT(kvrt_last_error(), HasSubstr(message));
-    EXPECT_EQ(recorded().vectorCalls + recorded().scalarCalls, 0);
-  }
-
-  BundlePtr bundle;
   HostTensor key, value, slots, packed, keyCache, valueCache;
 };
 

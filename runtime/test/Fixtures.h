@@ -153,6 +153,29 @@ protected:
   HostTensor blockTable, queryStartLoc, contextLens;
 };
 
+/// A test of a bundle of its own, whose caches have shapes the standard
+/// one's have not (K and V of two head sizes, no V): the bundle loaded with
+/// its host kernels recording, and a refusal checked with nothing run.
+class OwnBundleTest : public ::testing::Test {
+protected:
+  void loadRecording(const json &description) {
+    recorded() = Recorded();
+    kvrt_bundle *raw = nullptr;
+    ASSERT_EQ(load(description, &raw), KVRT_SUCCESS) << kvrt_last_error();
+    bundle.reset(raw);
+    registerRecorders(raw);
+  }
+
+  /// INVALID_ARGUMENT, `message` in kvrt's message, and no kernel run.
+  void expectRefused(kvrt_status status, const std::string &message) {
+    EXPECT_EQ(status, KVRT_ERROR_INVALID_ARGUMENT);
+    EXPECT_THAT(kvrt_last_error(), ::testing::HasSubstr(message));
+    EXPECT_EQ(recorded().vectorCalls + recorded().scalarCalls, 0);
+  }
+
+  BundlePtr bundle;
+};
+
 class DualStackedTest : public LaunchTest {
 protected:
   CacheConfig config() override {

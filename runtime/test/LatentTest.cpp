@@ -85,14 +85,10 @@ json latentBundle(bool quantized = false, bool wrongParams = false) {
   return bundleJson(kernels);
 }
 
-class LatentTest : public ::testing::Test {
+class LatentTest : public OwnBundleTest {
 protected:
   void SetUp() override {
-    recorded() = Recorded();
-    kvrt_bundle *raw = nullptr;
-    ASSERT_EQ(load(latentBundle(), &raw), KVRT_SUCCESS) << kvrt_last_error();
-    bundle.reset(raw);
-    registerRecorders(raw);
+    loadRecording(latentBundle());
     key = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
     other = HostTensor::compact(bf16(), {kTokens, kHeads, kHeadDim});
     slots = HostTensor::compact(i64(), {kTokens});
@@ -147,13 +143,6 @@ protected:
   static HostTensor latentOut() {
     return HostTensor::compact(bf16(), {kTokens, 1, kRank + kRope});
   }
-  void expectRefused(kvrt_status status, const std::string &message) {
-    EXPECT_EQ(status, KVRT_ERROR_INVALID_ARGUMENT);
-    EXPECT_THAT(kvrt_last_error(), HasSubstr(message));
-    EXPECT_EQ(recorded().vectorCalls + recorded().scalarCalls, 0);
-  }
-
-  BundlePtr bundle;
   HostTensor key, other, slots, keyCache, otherCache, latent, kvC, kPe,
       latentCache;
 };

@@ -69,21 +69,13 @@ struct Spec {
   std::string message;
 };
 
-class Runner {
+class Runner : public CaseRunner {
 public:
-  explicit Runner(AsymmetricCaseEnv &env) : env(env), desc(env.desc) {}
+  explicit Runner(AsymmetricCaseEnv &env)
+      : CaseRunner(env, kPagedBlocks, kContiguousBatch) {}
 
-  int64_t numBlocks() const {
-    return desc.layout == Layout::Contiguous ? kContiguousBatch : kPagedBlocks;
-  }
-  int64_t uniform(int64_t lo, int64_t hi) {
-    return lo +
-           static_cast<int64_t>(env.rng() % static_cast<uint64_t>(hi - lo + 1));
-  }
   std::vector<int64_t> decodeSlots() {
-    std::vector<int64_t> blocks(numBlocks()), slots;
-    std::iota(blocks.begin(), blocks.end(), 0);
-    std::shuffle(blocks.begin(), blocks.end(), env.rng);
+    std::vector<int64_t> blocks = shuffledBlocks(), slots;
     for (int i = 0; i < 4; ++i)
       slots.push_back(blocks[i] * desc.blockSize +
                       uniform(0, desc.blockSize - 1));
@@ -104,10 +96,6 @@ public:
 
   bool run(const std::vector<int64_t> &slots, const Spec &spec,
            std::string &failure);
-
-private:
-  AsymmetricCaseEnv &env;
-  const Description &desc;
 };
 
 bool Runner::run(const std::vector<int64_t> &slots, const Spec &spec,
@@ -270,24 +258,8 @@ bool Runner::run(const std::vector<int64_t> &slots, const Spec &spec,
   args.key_scale = kScale.get();
   args.value_scale = vScale.get();
   kvrt_status status = kvrt_append(env.bundle, &args, backend.stream());
-  if (refused) {
-    std::string message = kvrt_last_error();
-    if (status != KVRT_ERROR_INVALID_ARGUMENT) {
-      failure =
-          std::string("kvrt should have refused the launch, it returned ") +
-          kvrt_status_name(status);
-      return false;
-    }
-    if (message.find(spec.message) == std::string::npos) {
-      failure = "the refusal should name \"" + spec.message + "\", it says \"" +
-                message + "\"";
-      return false;
-    }
-  } else if (status != KVRT_SUCCESS) {
-    failure = std::string("kvrt: ") + kvrt_status_name(status) + ": " +
-              kvrt_last_error();
+  if (!answered(status, refused, spec.message, failure))
     return false;
-  }
   if (!backend.synchronize() ||
       !backend.copyToHost(got.data(), cacheBuf.get(), cacheSize)) {
     failure = "reading the cache back: " + backend.lastError();

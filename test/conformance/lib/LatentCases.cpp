@@ -85,23 +85,10 @@ struct GatherTables {
   std::vector<int64_t> slots;
 };
 
-class Runner {
+class Runner : public CaseRunner {
 public:
-  Runner(LatentCaseEnv &env) : env(env), desc(env.desc) {}
-
-  int64_t numBlocks() const {
-    return desc.layout == Layout::Contiguous ? kContiguousBatch : kPagedBlocks;
-  }
-  int64_t uniform(int64_t lo, int64_t hi) {
-    return lo +
-           static_cast<int64_t>(env.rng() % static_cast<uint64_t>(hi - lo + 1));
-  }
-  std::vector<int64_t> shuffledBlocks() {
-    std::vector<int64_t> blocks(numBlocks());
-    std::iota(blocks.begin(), blocks.end(), 0);
-    std::shuffle(blocks.begin(), blocks.end(), env.rng);
-    return blocks;
-  }
+  Runner(LatentCaseEnv &env)
+      : CaseRunner(env, kPagedBlocks, kContiguousBatch) {}
 
   /// One token per request; a prompt over several blocks; padding.
   std::vector<int64_t> decodeSlots() {
@@ -191,9 +178,6 @@ private:
   bool buildSlots(const std::vector<int64_t> &want, const TensorArg *tables,
                   DeviceBuffer &slotBuf, TensorArg &slotArg,
                   std::string &failure);
-
-  LatentCaseEnv &env;
-  const Description &desc;
 };
 
 bool Runner::run(const std::vector<int64_t> &slots, const Spec &spec,
@@ -505,24 +489,9 @@ bool Runner::launch(const std::vector<int64_t> &slots, const Spec &spec,
 
   bool refused = spec.vectorRefused || spec.breaks != Break::None ||
                  (spec.badBlocks && spec.checked);
-  if (refused) {
-    std::string message = kvrt_last_error();
-    if (status != KVRT_ERROR_INVALID_ARGUMENT) {
-      failure =
-          std::string("kvrt should have refused the launch, it returned ") +
-          kvrt_status_name(status);
-      return false;
-    }
-    if (message.find(spec.message) == std::string::npos) {
-      failure = "the refusal should name \"" + spec.message + "\", it says \"" +
-                message + "\"";
-      return false;
-    }
-  } else if (status != KVRT_SUCCESS) {
-    failure = std::string("kvrt: ") + kvrt_status_name(status) + ": " +
-              kvrt_last_error();
+  if (!answered(status, refused, spec.message, failure))
     return false;
-  } else {
+  if (!refused) {
     // The reference: a plain loop over tokens and elements.
     for (int64_t t = 0; t < tokens; ++t) {
       int64_t slot = slots[t];

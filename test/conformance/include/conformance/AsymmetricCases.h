@@ -11,26 +11,18 @@
 #ifndef KVGEN_CONFORMANCE_ASYMMETRICCASES_H
 #define KVGEN_CONFORMANCE_ASYMMETRICCASES_H
 
-#include "conformance/Backend.h"
+#include "conformance/CaseRunner.h"
 #include "conformance/Description.h"
 
-#include <cstdint>
 #include <functional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace kvgen::conformance {
 
-/// What a case runs with; `bytesCompared` is added to.
-struct AsymmetricCaseEnv {
-  Backend &backend;
-  const Description &desc;
-  kvrt_bundle *bundle;
-  std::mt19937_64 &rng;
-  int64_t &bytesCompared;
-};
+/// What a case runs with (CaseRunner.h).
+using AsymmetricCaseEnv = RunnerEnv;
 
 using AsymmetricCase =
     std::pair<std::string,

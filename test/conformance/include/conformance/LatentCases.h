@@ -10,27 +10,18 @@
 #ifndef KVGEN_CONFORMANCE_LATENTCASES_H
 #define KVGEN_CONFORMANCE_LATENTCASES_H
 
-#include "conformance/Backend.h"
+#include "conformance/CaseRunner.h"
 #include "conformance/Description.h"
 
-#include <cstdint>
 #include <functional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace kvgen::conformance {
 
-/// What a case runs with; `bytesCompared` is added to.
-struct LatentCaseEnv {
-  Backend &backend;
-  const Description &desc;
-  kvrt_bundle *bundle;
-  std::mt19937_64 &rng;
-  int64_t &bytesCompared;
-  int maxShown;
-};
+/// What a case runs with (CaseRunner.h).
+using LatentCaseEnv = RunnerEnv;
 
 using LatentCase =
     std::pair<std::string, std::function<bool(LatentCaseEnv &, std::string &)>>;
