@@ -16,6 +16,8 @@
 //
 //   kvgen-prologue-suite            every description, on the host
 //   kvgen-prologue-suite --filter=S only those whose name contains S
+//   kvgen-prologue-suite --print    the descriptions, as kv ops (a module's
+//                                   body)
 //   kvgen-prologue-suite --gpu      the same on CUDA device 0 (kvgen's PTX,
 //                                   loaded by the driver; --chip=sm_XX picks
 //                                   the plan's chip, sm_90 by default); exit
@@ -170,6 +172,38 @@ std::vector<std::string> Run::check(const Launcher &launch) {
   positions[6] = maxPosition;
   positions[8] = -5;
 
+  // fused_append: the slots and positions are the slot rule's
+  // (docs/KERNEL-ABI.md) over a block table. Request 1's block id is
+  // negative (its token has a position, no slot), request 2's last token is
+  // at max_position (and with 8-token blocks its positions are past the
+  // block-table row), tokens 7 and 8 are padding (no slot, no position).
+  const bool fused = d.kind == Kind::FusedAppend;
+  const int64_t numReqs = 3, maxBlocksPerReq = 4;
+  std::vector<int32_t> blockTable(numReqs * maxBlocksPerReq, -1);
+  std::vector<int32_t> queryStartLoc{0, 3, 4, 7};
+  std::vector<int32_t> contextLens{5, 0, int32_t(maxPosition - 2)};
+  if (fused) {
+    std::vector<int32_t> ids(numBlocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    blockTable[0] = ids[0];
+    for (int64_t col = 0; col < maxBlocksPerReq; ++col)
+      blockTable[2 * maxBlocksPerReq + col] = ids[1 + col];
+    for (int64_t t = 0; t < numTokens; ++t) {
+      slots[t] = positions[t] = -1;
+      for (int64_t r = 0; r < numReqs; ++r) {
+        if (t < queryStartLoc[r] || t >= queryStartLoc[r + 1])
+          continue;
+        int64_t pos = contextLens[r] + t - queryStartLoc[r];
+        int64_t col = pos / d.blockSize;
+        positions[t] = pos;
+        if (col < maxBlocksPerReq && blockTable[r * maxBlocksPerReq + col] >= 0)
+          slots[t] = blockTable[r * maxBlocksPerReq + col] * d.blockSize +
+                     pos % d.blockSize;
+      }
+    }
+  }
+
   std::vector<uint8_t> kWeight = poisoned(D, d.sourceDtype, 0);
   std::vector<uint8_t> qWeight = poisoned(D, d.sourceDtype, 0);
   for (int64_t e = 0; e < D; ++e) {
@@ -299,6 +333,15 @@ std::vector<std::string> Run::check(const Launcher &launch) {
       case P::Query:
         buffer = qkvView(qOffset);
         break;
+      case P::BlockTable:
+        buffer = vecBuffer(blockTable);
+        break;
+      case P::QueryStartLoc:
+        buffer = vecBuffer(queryStartLoc);
+        break;
+      case P::ContextLens:
+        buffer = vecBuffer(contextLens);
+        break;
       case P::SlotMapping:
         buffer = vecBuffer(slots);
         break;
@@ -343,6 +386,13 @@ std::vector<std::string> Run::check(const Launcher &launch) {
     switch (p) {
     case P::NumTokens:
       v = numTokens;
+      break;
+    case P::NumReqs:
+      v = numReqs;
+      break;
+    case P::BlockTableStride:
+    case P::MaxBlocksPerReq:
+      v = maxBlocksPerReq;
       break;
     case P::NumBlocks:
       v = numBlocks;
@@ -608,10 +658,10 @@ std::vector<Case> cases() {
       {true, Rope::Gptj, 2, 0},
   };
   auto add = [&](const Types &ty, const Shape &sh, bool norm, Rope rope,
-                 int64_t rotaryDim, int64_t qHeads) {
+                 int64_t rotaryDim, int64_t qHeads, Kind kind = Kind::Append) {
     Case c;
     Description &d = c.desc;
-    d.kind = Kind::Append;
+    d.kind = kind;
     d.layout = sh.layout;
     d.blockSize = sh.blockSize;
     d.numKvHeads = sh.heads;
@@ -623,8 +673,8 @@ std::vector<Case> cases() {
     c.spec.rope = rope;
     c.spec.rotaryDim = rotaryDim;
     c.spec.qHeads = qHeads;
-    d.name = std::string("p_") + layoutName(sh.layout) + "_" +
-             dtypeName(ty.source) + "_" +
+    d.name = std::string(kind == Kind::Append ? "p_" : "pf_") +
+             layoutName(sh.layout) + "_" + dtypeName(ty.source) + "_" +
              (ty.quant ? ty.quant->tag() : std::string(dtypeName(ty.cache))) +
              "_h" + std::to_string(sh.heads) + "x" +
              std::to_string(sh.headDim) + (norm ? "_rms" : "") +
@@ -658,6 +708,13 @@ std::vector<Case> cases() {
   add({DType::F32, DType::BF16, std::nullopt}, {Layout::PagedNHD, 16, 2, 64},
       true, Rope::Gptj, 64, 2);
   add(types[0], {Layout::PagedNHD, 16, 4, 128}, true, Rope::Neox, 128, 32);
+  // fused_append, whose positions come from the block table.
+  add(types[0], shapes[0], true, Rope::Neox, 128, 8, Kind::FusedAppend);
+  add(types[2], shapes[1], true, Rope::Gptj, 32, 2, Kind::FusedAppend);
+  add(types[1], {Layout::PagedNHD, 8, 2, 64}, false, Rope::Neox, 64, 4,
+      Kind::FusedAppend);
+  add(types[3], shapes[0], true, Rope::None, 0, 4, Kind::FusedAppend);
+  add(types[4], shapes[1], true, Rope::Neox, 32, 0, Kind::FusedAppend);
   return out;
 }
 
@@ -665,18 +722,20 @@ std::vector<Case> cases() {
 
 int main(int argc, char **argv) {
   std::string filter, chip;
-  bool gpu = false;
+  bool gpu = false, print = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--filter=", 0) == 0)
       filter = arg.substr(9);
     else if (arg == "--gpu")
       gpu = true;
+    else if (arg == "--print")
+      print = true;
     else if (arg.rfind("--chip=", 0) == 0)
       chip = arg.substr(7);
     else {
       std::cerr << "usage: kvgen-prologue-suite [--gpu [--chip=sm_XX]] "
-                   "[--filter=S]\n";
+                   "[--print] [--filter=S]\n";
       return 2;
     }
   }
@@ -705,10 +764,14 @@ int main(int argc, char **argv) {
     if (c.desc.name.find(filter) == std::string::npos)
       continue;
     ++descriptions;
-    std::string text = "module {\nkv.append @" + c.desc.name + " : " +
-                       c.desc.cacheType() + " from " +
-                       dtypeName(c.desc.sourceDtype) + " prologue " +
+    std::string text = std::string("module {\nkv.") + kindName(c.desc.kind) +
+                       " @" + c.desc.name + " : " + c.desc.cacheType() +
+                       " from " + dtypeName(c.desc.sourceDtype) + " prologue " +
                        c.spec.attr() + "\n}\n";
+    if (print) {
+      std::cout << text.substr(9, text.size() - 12) << "\n";
+      continue;
+    }
     mlir::OwningOpRef<mlir::ModuleOp> module = parseDescription(text, &context);
     if (!module) {
       std::cerr << "FAIL " << c.desc.name << ": does not parse: " << error
@@ -768,6 +831,8 @@ int main(int argc, char **argv) {
         std::cerr << "  " << f << "\n";
     }
   }
+  if (print)
+    return 0;
   std::cout << "kvgen-prologue-suite" << (gpu ? " (" + chip + ")" : "") << ": "
             << descriptions << " descriptions, " << runs << " kernels, "
             << failed << " failed\n";

@@ -170,19 +170,29 @@ KernelBuilder::loadCacheChunk(Value memref, const CacheStrides &s, Value block,
   return out;
 }
 
-Value KernelBuilder::emitSlotFromBlockTable(Value t) {
+Value KernelBuilder::emitSlotFromBlockTable(Value t, Value *position) {
   Type i64Type = b.getI64Type();
+  // With `position`, each branch yields the position after the slot.
+  SmallVector<Type> types{i64Type};
+  if (position)
+    types.push_back(i64Type);
+  auto yield = [&](Value slot, Value pos) {
+    SmallVector<Value> values{slot};
+    if (position)
+      values.push_back(pos);
+    scf::YieldOp::create(b, values);
+  };
   Value qsl = arg(abi::Param::QueryStartLoc);
   Value numReqs = arg64(abi::Param::NumReqs);
   Value total = loadI32AsI64(qsl, numReqs);
   Value isToken = cmp(arith::CmpIPredicate::slt, t, total);
 
-  auto tokenIf = scf::IfOp::create(b, TypeRange{i64Type}, isToken,
+  auto tokenIf = scf::IfOp::create(b, types, isToken,
                                    /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(tokenIf.elseBlock());
-    scf::YieldOp::create(b, ValueRange{i64(-1)});
+    yield(i64(-1), i64(-1));
 
     // The request r with query_start_loc[r] <= t < query_start_loc[r + 1]:
     // binary search, keeping qsl[lo] <= t < qsl[hi].
@@ -223,21 +233,23 @@ Value KernelBuilder::emitSlotFromBlockTable(Value t) {
         arith::AndIOp::create(b, cmp(arith::CmpIPredicate::sge, pos, i64(0)),
                               cmp(arith::CmpIPredicate::slt, blockIdx,
                                   arg64(abi::Param::MaxBlocksPerReq)));
-    auto rowIf = scf::IfOp::create(b, TypeRange{i64Type}, inRow,
+    auto rowIf = scf::IfOp::create(b, types, inRow,
                                    /*withElseRegion=*/true);
     scf::YieldOp::create(b, rowIf.getResults());
 
+    // A position past the block-table row has no slot, but is the token's.
     b.setInsertionPointToStart(rowIf.elseBlock());
-    scf::YieldOp::create(b, ValueRange{i64(-1)});
+    yield(i64(-1), pos);
     b.setInsertionPointToStart(rowIf.thenBlock());
     Value blockId = loadI32AsI64(
         arg(abi::Param::BlockTable),
         add(mul(req, arg64(abi::Param::BlockTableStride)), blockIdx));
     Value slot = add(mul(blockId, i64(blockSize)), remConst(pos, blockSize));
     Value isBlock = cmp(arith::CmpIPredicate::sge, blockId, i64(0));
-    scf::YieldOp::create(
-        b, ValueRange{arith::SelectOp::create(b, isBlock, slot, i64(-1))});
+    yield(arith::SelectOp::create(b, isBlock, slot, i64(-1)), pos);
   }
+  if (position)
+    *position = tokenIf.getResult(1);
   return tokenIf.getResult(0);
 }
 
@@ -352,7 +364,12 @@ void KernelBuilder::build() {
     // A prologue's iteration is a head, whose chunks are walked in lane
     // loops after the check, as a dynamic scale's group is.
     if (plan.prologue) {
-      emitPrologueGroup(emitSlot(t, t32), t, c);
+      // RoPE of a block-table kind takes the slot rule's position.
+      Value position;
+      Value slot = plan.slotFromBlockTable() && plan.prologue.hasRope()
+                       ? emitSlotFromBlockTable(t, &position)
+                       : emitSlot(t, t32);
+      emitPrologueGroup(slot, t, c, position);
       break;
     }
     if (!quant || quant.getMode() == kv::ScaleMode::Static) {

@@ -363,7 +363,8 @@ SmallVector<Value> KernelBuilder::fromElements(ArrayRef<Value> elements,
   return SmallVector<Value>(elements);
 }
 
-void KernelBuilder::emitPrologueGroup(Value slot, Value t, Value c) {
+void KernelBuilder::emitPrologueGroup(Value slot, Value t, Value c,
+                                      Value position) {
   using P = abi::Param;
   OpBuilder::InsertionGuard guard(b);
   kv::PrologueAttr prologue = plan.prologue;
@@ -374,8 +375,9 @@ void KernelBuilder::emitPrologueGroup(Value slot, Value t, Value c) {
   // token writes nothing, neither its K and V nor its Q.
   Value cosSin, inCache;
   if (prologue.hasRope()) {
-    Value position = memref::LoadOp::create(b, arg(P::RopePositions),
-                                            ValueRange{toIndex(t)});
+    if (!position)
+      position = memref::LoadOp::create(b, arg(P::RopePositions),
+                                        ValueRange{toIndex(t)});
     inCache = cmp(arith::CmpIPredicate::ult, position, arg64(P::MaxPosition));
     cosSin = mul(position, i64(prologue.getRotaryDim()));
   }

@@ -163,8 +163,10 @@ private:
   /// The slot of token `t32` (an i32) from slot_mapping.
   Value loadSlot(Value t32);
   /// The slot of token `t` from the block table and positions (the
-  /// slot_mapping rule of docs/KERNEL-ABI.md); -1 for padding tokens.
-  Value emitSlotFromBlockTable(Value t);
+  /// slot_mapping rule of docs/KERNEL-ABI.md); -1 for padding tokens. With
+  /// `position`, also sets it to the token's position (-1 for a padding
+  /// token), which a prologue's RoPE needs.
+  Value emitSlotFromBlockTable(Value t, Value *position = nullptr);
   /// Token t's slot from FlashInfer's ragged page table (paged_kv_append),
   /// -1 where any index is out of range; docs/CONTRACT.md has the rule.
   Value emitSlotFromPageTable(Value t);
@@ -184,7 +186,9 @@ private:
   /// slot check) or, past the K heads, Q head c - num_kv_heads (for every
   /// token); with RoPE, only where the token's position is in the cos/sin
   /// cache.
-  void emitPrologueGroup(Value slot, Value t, Value c);
+  /// `position` is the slot rule's (block-table kinds), or null: then
+  /// rope_positions[t].
+  void emitPrologueGroup(Value slot, Value t, Value c, Value position);
   /// One head of K (with its V) or of Q through the prologue, then stored:
   /// K and V at (block, pos) of the caches, Q at row t of q_out. `cosSin`
   /// is the offset of the token's row of the cos/sin cache (null without

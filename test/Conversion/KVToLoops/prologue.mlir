@@ -61,3 +61,15 @@ kv.append @p : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 2, head_dim = 32, dtype = bf16> from bf16
     prologue #kv.prologue<q_heads = 4, norm = rms, rope = neox,
                           rotary_dim = 16>
+
+// fused_append: RoPE at the slot rule's position, which the slot's binary
+// search over query_start_loc yields beside the slot; no rope_positions.
+// CHECK-LABEL: func.func @pf(
+// CHECK-NOT: rope_positions
+// CHECK: scf.while
+// CHECK: %[[SP:.*]]:2 = scf.if
+// CHECK: arith.cmpi ult, %[[SP]]#1
+// CHECK: arith.cmpi ult, %[[SP]]#0
+kv.fused_append @pf : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 2, head_dim = 32, dtype = bf16> from bf16
+    prologue #kv.prologue<q_heads = 4, rope = gptj, rotary_dim = 32>

@@ -32,8 +32,13 @@ kv.fused_gather @g : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads
 
 // -----
 
-// expected-error @+1 {{'kv.fused_append' op does not take a prologue yet: kv.append does (docs/dev/PROLOGUE.md)}}
-kv.fused_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 {prologue = #kv.prologue<norm = rms>}
+// expected-error @+1 {{'kv.paged_kv_append' op does not take a prologue yet: kv.append and kv.fused_append do (docs/dev/PROLOGUE.md)}}
+kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 {prologue = #kv.prologue<norm = rms>}
+
+// -----
+
+// expected-error @+1 {{'kv.fused_append' op rotary_dim 256 is more than head_dim 128: RoPE rotates the first rotary_dim elements of a head}}
+kv.fused_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<rope = neox, rotary_dim = 256>
 
 // -----
 

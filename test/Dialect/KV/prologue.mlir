@@ -28,3 +28,10 @@ kv.append @gptj_partial : !kv.cache<layout = paged_nhd, block_size = 16,
 // CHECK-NOT: prologue
 kv.append @plain : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16
+
+// CHECK-LABEL: kv.fused_append @fused
+// CHECK-SAME: from bf16 prologue #kv.prologue<q_heads = 16, norm = rms, rope = neox, rotary_dim = 64>
+kv.fused_append @fused : !kv.cache<layout = paged_hnd, block_size = 16,
+    num_kv_heads = 4, head_dim = 128, dtype = bf16> from bf16
+    prologue #kv.prologue<q_heads = 16, norm = rms, rope = neox,
+                          rotary_dim = 64>

@@ -62,9 +62,10 @@ LogicalResult kvgen::kv::verifyKernelPrologue(Operation *op,
     return op->emitOpError()
            << "cannot normalize a latent cache's entry: MLA takes rope "
               "(on k_pe) and no norm";
-  if (kind != abi::KernelKind::Append)
-    return op->emitOpError() << "does not take a prologue yet: kv.append does "
-                                "(docs/dev/PROLOGUE.md)";
+  if (kind != abi::KernelKind::Append && kind != abi::KernelKind::FusedAppend)
+    return op->emitOpError()
+           << "does not take a prologue yet: kv.append and kv.fused_append "
+              "do (docs/dev/PROLOGUE.md)";
   int64_t headDim = cache.getHeadDim();
   if (prologue.getRotaryDim() > headDim)
     return op->emitOpError()

@@ -141,11 +141,21 @@ def KV_FusedAppendOp : KV_RowsIntoCacheOp<"fused_append", "FusedAppend"> {
     `kv.slot_mapping` and `kv.append` in one kernel, one launch: each token's
     slot is computed in registers and never written out. Paged layouts only.
 
+    An optional `prologue` (#kv.prologue<...>) normalizes and rotates K (and
+    Q) as kv.append's does, at the slot rule's position
+    (docs/dev/PROLOGUE.md).
+
     ```mlir
     kv.fused_append @kv_fused : !kv.cache<layout = paged_hnd, block_size = 32,
         num_kv_heads = 1, head_dim = 64, dtype = f16> from f32
     ```
   }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type,
+                       OptionalAttr<KV_PrologueAttr>:$prologue);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type "
+                       "(`prologue` qualified($prologue)^)? attr-dict";
 }
 
 def KV_PagedKvAppendOp
