@@ -183,7 +183,8 @@ fi
 if [[ $suite_rc -ne 77 ]]; then
   prologue_runner=$build/bin/kvgen-prologue-gpu
   if [[ ! -x $prologue_runner || ! -f $build/prologue/prologue.manifest ]]; then
-    note NONE "fused prologue: no $prologue_runner or $build/prologue (scripts/stage-gpu.sh writes them)"
+    note NONE "fused prologue: no $prologue_runner or $build/prologue \
+(scripts/stage-gpu.sh writes them)"
   else
     run_step "prologue" "$logs/prologue.log" \
       "${GPU_SUITE_PROLOGUE_TIMEOUT:-120}" \
