@@ -13,6 +13,9 @@
 #   5. test/gpu/torch_fp8_bitexact.py: the fp8 e4m3 append bit for bit
 #      against PyTorch's float8 conversion (skipped, not failed, without
 #      python3 and torch)
+#   6. kvgen-prologue-gpu: the fused prologue's kernels (their PTX in
+#      BUILD_DIR/prologue, from kvgen-prologue-suite --emit-gpu) against the
+#      reference, every byte (noted, not failed, where the stage has none)
 #
 # BUILD_DIR (default: build) must hold bin/kvgen-gpu-suite,
 # bin/conformance-matrix.bundle.json and lib/libkvrt.so* (the runtime
@@ -26,6 +29,7 @@
 #   GPU_SUITE_SANITIZER_FULL=1  the whole matrix under the sanitizers too
 #   GPU_SUITE_EXAMPLE_TIMEOUT=S     limit of each example (default 60 s)
 #   GPU_SUITE_PYTHON=python3    the interpreter of step 5 (with torch)
+#   GPU_SUITE_PROLOGUE_TIMEOUT=S    limit of step 6 (default 120 s)
 #   GPU_SUITE_ARGS="..."        extra arguments for every suite run
 #   KVRT_EXAMPLE_BUNDLES="a b"  bundles for the runtime examples
 #
@@ -54,9 +58,11 @@ skipped=0
 
 note() { summary+=("$(printf '%-10s %s' "$1" "$2")"); }
 
-# The suite's own closing line ("gpu suite: N descriptions, M cases ...").
+# A check's own closing line ("gpu suite: N descriptions, M cases ...",
+# "kvgen-prologue-gpu (sm_90): N descriptions, M kernels, F failed").
 counts() {
-  grep -a '^gpu suite: [0-9]' "$1" | tail -n 1 | sed 's/^gpu suite: //'
+  grep -a -E '^(gpu suite|kvgen-prologue-gpu \([^)]*\)): [0-9]' "$1" |
+    tail -n 1 | sed -e 's/^gpu suite: //' -e 's/^kvgen-prologue-gpu //'
 }
 
 # run_step NAME LOG TIMEOUT COMMAND...: runs, logs, records the outcome.
@@ -171,6 +177,18 @@ if [[ $suite_rc -ne 77 ]]; then
       "$python" "$torch_test" --libkvrt "$libkvrt" --bundle "$bundle"
     # No torch there is noted, not a failure, and not "no device".
     [[ $? -eq 77 ]] && skipped=0
+  fi
+fi
+
+if [[ $suite_rc -ne 77 ]]; then
+  prologue_runner=$build/bin/kvgen-prologue-gpu
+  if [[ ! -x $prologue_runner || ! -f $build/prologue/prologue.manifest ]]; then
+    note NONE "fused prologue: no $prologue_runner or $build/prologue \
+(scripts/stage-gpu.sh writes them)"
+  else
+    run_step "prologue" "$logs/prologue.log" \
+      "${GPU_SUITE_PROLOGUE_TIMEOUT:-120}" \
+      "$prologue_runner" "$build/prologue"
   fi
 fi
 

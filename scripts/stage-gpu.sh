@@ -5,8 +5,10 @@
 # (default: BUILD_DIR/gpu-stage): the GPU suite and its bundles, the multi-GPU
 # test, kvrt's GPU test and its reference bundles, kvbench and its bundles,
 # the runtime example, libkvrt, the Python package's precompiled kernels and
-# the default bundle (with a cubin). The CUDA machine needs no MLIR and
-# builds nothing: it runs scripts/gpu-run.sh over DEST.
+# the default bundle (with a cubin), and the fused prologue's runner
+# (kvgen-prologue-gpu) with its kernels' PTX in DEST/prologue. The CUDA
+# machine needs no MLIR and builds nothing: it runs scripts/gpu-run.sh over
+# DEST.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-${KVGEN_BUILD_DIR:-build}}
@@ -14,7 +16,7 @@ dst=${2:-$build/gpu-stage}
 rm -rf "$dst"
 mkdir -p "$dst/bin" "$dst/lib" "$dst/bench"
 for b in kvgen-gpu-suite kvgen-multi-gpu-test kvbench kvrt-example-paged-append \
-  kvrt_gpu_test; do
+  kvrt_gpu_test kvgen-prologue-gpu; do
   if [ -x "$build/bin/$b" ]; then cp "$build/bin/$b" "$dst/bin/"; fi
 done
 cp "$build"/bin/*.bundle.json "$dst/bin/" 2>/dev/null || true
@@ -34,4 +36,9 @@ KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile 
   --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --mla 512+64 \
   --block-size 64 --dtypes bf16 --kv-cache-dtypes auto,fp8_e4m3
 "$build/bin/kvgen" --emit=bundle --with-cubin -o "$dst/bin/default.bundle.json"
+# The fused prologue: kvrt does not launch its kernels yet, so its PTX and
+# the kernels' plans and input seeds go here for kvgen-prologue-gpu.
+if [ -x "$build/bin/kvgen-prologue-suite" ]; then
+  "$build/bin/kvgen-prologue-suite" --emit-gpu="$dst/prologue" --chip=sm_90
+fi
 du -sh "$dst"

@@ -9,7 +9,8 @@
 // with the plain C++ reference (conformance/PrologueReference.h) applied to
 // the poisoned copies: written where the contract writes, untouched
 // elsewhere (padding slots, a slot past the cache, a position outside the
-// cos/sin cache).
+// cos/sin cache). The cases, inputs and comparison are PrologueCases.cpp's,
+// shared with kvgen-prologue-gpu.
 //
 // kvrt does not launch prologue kernels yet, so the parameters are packed
 // here, from the plan's list, rather than by kvrt.
@@ -22,13 +23,16 @@
 //                                   loaded by the driver; --chip=sm_XX picks
 //                                   the plan's chip, sm_90 by default); exit
 //                                   code 77 where there is no device
+//   kvgen-prologue-suite --emit-gpu=DIR
+//                                   no run: writes each description's PTX
+//                                   (for --chip) and DIR/prologue.manifest
+//                                   (each kernel's plan and seed) for
+//                                   kvgen-prologue-gpu, which runs them on a
+//                                   machine without MLIR
 //
 //===----------------------------------------------------------------------===//
 
-#include "conformance/Description.h"
-#include "conformance/PrologueReference.h"
-#include "conformance/Quant.h"
-#include "conformance/Reference.h"
+#include "PrologueCases.h"
 
 #include "kvgen/Pipeline/Description.h"
 #include "kvgen/Pipeline/HostJIT.h"
@@ -39,448 +43,34 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
-#include <cmath>
+#include <cerrno>
 #include <cstring>
-#include <dlfcn.h>
-#include <functional>
+#include <fstream>
 #include <iostream>
-#include <map>
-#include <numeric>
-#include <random>
 #include <string>
-#include <type_traits>
+#include <sys/stat.h>
 #include <vector>
 
 using namespace kvgen;
-using namespace kvgen::conformance;
+using namespace kvgen::prologue;
 
 namespace {
 
-struct Case {
-  Description desc;
-  PrologueSpec spec;
-};
-
-/// Bytes of `count` elements of `type`, each `poison`.
-std::vector<uint8_t> poisoned(int64_t count, DType type, uint8_t poison) {
-  return std::vector<uint8_t>(count * dtypeBytes(type), poison);
-}
-
-int64_t product(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t s : shape)
-    n *= s;
-  return n;
-}
-
-/// One buffer of a launch: its host copy.
-struct HostBuffer {
-  void *data;
-  size_t bytes;
-};
-
-/// Runs one kernel on its parameters (ABI order): the buffers' host copies
-/// (which it leaves holding what the kernel wrote) and the scalars. Returns
-/// "" or why it could not run.
-using Launcher = std::function<std::string(
-    const KernelPlan &, int64_t numTokens, std::vector<HostBuffer> &,
-    std::vector<int32_t> &, const std::vector<bool> &isBuffer)>;
-
-/// What one kernel call is given and what it must leave.
-class Run {
-public:
-  Run(const Case &c, const KernelPlan &plan, uint32_t seed)
-      : c(c), plan(plan), rng(seed) {}
-
-  /// Runs the kernel through `launch` and compares; returns the failures'
-  /// descriptions.
-  std::vector<std::string> check(const Launcher &launch);
-
-private:
-  float uniform(float lo, float hi) {
-    return std::uniform_real_distribution<float>(lo, hi)(rng);
-  }
-  /// `value` rounded to the source dtype, stored at element `i` of `bytes`.
-  void put(std::vector<uint8_t> &bytes, int64_t i, float value) {
-    DType src = c.desc.sourceDtype;
-    storeBits(bytes.data() + i * dtypeBytes(src), src,
-              floatToElement(value, src));
-  }
-  float get(const std::vector<uint8_t> &bytes, int64_t i) const {
-    DType src = c.desc.sourceDtype;
-    return elementToFloat(loadBits(bytes.data() + i * dtypeBytes(src), src),
-                          src);
-  }
-  int64_t cacheStride(CacheSide side, int axis) const;
-
-  const Case &c;
-  const KernelPlan &plan;
-  std::mt19937 rng;
-};
-
-int64_t Run::cacheStride(CacheSide side, int axis) const {
-  // One head: its stride multiplies only head 0.
-  if (axis == 1 && c.desc.numKvHeads == 1)
-    return 0;
-  std::vector<int64_t> shape = cacheShape(c.desc, side, 2);
-  TensorView view = TensorView::compact(nullptr, c.desc.cacheDtype, shape);
-  int64_t at[4] = {0, 0, 0, 0};
-  at[axis] = 1;
-  return view.elementOffset(
-             cacheIndex(c.desc, side, at[0], at[1], at[2], at[3])) -
-         view.elementOffset(cacheIndex(c.desc, side, 0, 0, 0, 0));
-}
-
-std::vector<std::string> Run::check(const Launcher &launch) {
-  const Description &d = c.desc;
-  const PrologueSpec &spec = c.spec;
-  const int64_t numTokens = 9, H = d.numKvHeads, D = d.headDim;
-  const int64_t qH = spec.qHeads;
-  const int64_t numBlocks = d.layout == Layout::Contiguous ? 3 : 6;
-  const int64_t capacity = numBlocks * d.blockSize;
-  const int64_t maxPosition = 40;
-  const int64_t rotary = spec.rotaryDim;
-
-  // K, V and Q: views of one fused QKV row per token, padded so that no
-  // stride is the compact one.
-  const int64_t rowElems = (qH + 2 * H) * D + 8;
-  std::vector<uint8_t> qkv = poisoned(numTokens * rowElems, d.sourceDtype, 0);
-  for (int64_t i = 0; i < numTokens * rowElems; ++i)
-    put(qkv, i, uniform(-2.0f, 2.0f));
-  const int64_t qOffset = 0, kOffset = qH * D, vOffset = (qH + H) * D;
-  auto rowAt = [&](int64_t base, int64_t t, int64_t h) {
-    std::vector<float> row(D);
-    for (int64_t e = 0; e < D; ++e)
-      row[e] = get(qkv, base + t * rowElems + h * D + e);
-    return row;
-  };
-
-  // Slots: distinct, a padding token, one past the cache. Positions: one
-  // past the cos/sin cache and one negative.
-  std::vector<int64_t> slots(numTokens), positions(numTokens);
-  std::vector<int64_t> all(capacity);
-  for (int64_t i = 0; i < capacity; ++i)
-    all[i] = i;
-  std::shuffle(all.begin(), all.end(), rng);
-  for (int64_t t = 0; t < numTokens; ++t) {
-    slots[t] = all[t];
-    positions[t] =
-        std::uniform_int_distribution<int64_t>(0, maxPosition - 1)(rng);
-  }
-  slots[2] = -1;
-  slots[5] = capacity + 3;
-  positions[6] = maxPosition;
-  positions[8] = -5;
-
-  // fused_append: the slots and positions are the slot rule's
-  // (docs/KERNEL-ABI.md) over a block table. Request 1's block id is
-  // negative (its token has a position, no slot), request 2's last token is
-  // at max_position (and with 8-token blocks its positions are past the
-  // block-table row), tokens 7 and 8 are padding (no slot, no position).
-  const bool fused = d.kind == Kind::FusedAppend;
-  const int64_t numReqs = 3, maxBlocksPerReq = 4;
-  std::vector<int32_t> blockTable(numReqs * maxBlocksPerReq, -1);
-  std::vector<int32_t> queryStartLoc{0, 3, 4, 7};
-  std::vector<int32_t> contextLens{5, 0, int32_t(maxPosition - 2)};
-  if (fused) {
-    std::vector<int32_t> ids(numBlocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng);
-    blockTable[0] = ids[0];
-    for (int64_t col = 0; col < maxBlocksPerReq; ++col)
-      blockTable[2 * maxBlocksPerReq + col] = ids[1 + col];
-    for (int64_t t = 0; t < numTokens; ++t) {
-      slots[t] = positions[t] = -1;
-      for (int64_t r = 0; r < numReqs; ++r) {
-        if (t < queryStartLoc[r] || t >= queryStartLoc[r + 1])
-          continue;
-        int64_t pos = contextLens[r] + t - queryStartLoc[r];
-        int64_t col = pos / d.blockSize;
-        positions[t] = pos;
-        if (col < maxBlocksPerReq && blockTable[r * maxBlocksPerReq + col] >= 0)
-          slots[t] = blockTable[r * maxBlocksPerReq + col] * d.blockSize +
-                     pos % d.blockSize;
-      }
-    }
-  }
-
-  std::vector<uint8_t> kWeight = poisoned(D, d.sourceDtype, 0);
-  std::vector<uint8_t> qWeight = poisoned(D, d.sourceDtype, 0);
-  for (int64_t e = 0; e < D; ++e) {
-    put(kWeight, e, uniform(0.5f, 1.5f));
-    put(qWeight, e, uniform(0.5f, 1.5f));
-  }
-  // vLLM's cos/sin cache: cos(p * f_i) then sin(p * f_i) per row.
-  std::vector<uint8_t> cosSin =
-      poisoned(maxPosition * std::max<int64_t>(rotary, 1), d.sourceDtype, 0);
-  for (int64_t p = 0; p < maxPosition; ++p)
-    for (int64_t i = 0; i < rotary / 2; ++i) {
-      double freq = std::pow(10000.0, -2.0 * i / rotary);
-      put(cosSin, p * rotary + i, float(std::cos(p * freq)));
-      put(cosSin, p * rotary + rotary / 2 + i, float(std::sin(p * freq)));
-    }
-  float epsilon = 1e-5f;
-
-  // Caches and q_out, poisoned; the expected copies start alike.
-  std::vector<int64_t> kShape = cacheShape(d, CacheSide::Key, numBlocks);
-  std::vector<int64_t> vShape = cacheShape(d, CacheSide::Value, numBlocks);
-  std::vector<uint8_t> keyCache = poisoned(product(kShape), d.cacheDtype, 0xA5);
-  std::vector<uint8_t> valueCache =
-      poisoned(product(vShape), d.cacheDtype, 0x5A);
-  std::vector<uint8_t> qOut =
-      poisoned(numTokens * std::max<int64_t>(qH, 1) * D, d.sourceDtype, 0xC3);
-  std::vector<uint8_t> wantKey = keyCache, wantValue = valueCache, wantQ = qOut;
-
-  // Static scales.
-  std::vector<float> keyScale, valueScale;
-  if (d.quant) {
-    int64_t n = product(staticScaleShape(d, numTokens, numBlocks));
-    for (int64_t i = 0; i < n; ++i) {
-      keyScale.push_back(uniform(0.004f, 0.02f));
-      valueScale.push_back(uniform(0.004f, 0.02f));
-    }
-  }
-
-  // The reference, on the expected copies, with the head's split as
-  // docs/CONTRACT.md derives it; a plan that splits otherwise fails.
-  int64_t vec =
-      16 / std::max(dtypeBytes(d.sourceDtype), dtypeBytes(d.cacheDtype));
-  int64_t part = D;
-  if (spec.rope != Rope::None)
-    part = std::gcd(part, spec.rope == Rope::Neox ? rotary / 2 : rotary);
-  while (part % vec != 0)
-    vec /= 2;
-  int64_t chunks = D / vec;
-  HeadSplit split{std::min<int64_t>(chunks & -chunks, 32), vec};
-  if (split.vec != plan.vectorElems || split.lanes != plan.lanesPerGroup)
-    return {"the plan splits a head into " +
-            std::to_string(plan.lanesPerGroup) + " lanes of " +
-            std::to_string(plan.vectorElems) +
-            "-element chunks; docs/CONTRACT.md says " +
-            std::to_string(split.lanes) + " of " + std::to_string(split.vec)};
-  std::vector<float> kw(D), qw(D), cs(std::max<int64_t>(rotary, 1));
-  for (int64_t e = 0; e < D; ++e) {
-    kw[e] = get(kWeight, e);
-    qw[e] = get(qWeight, e);
-  }
-  TensorView wantKeyView =
-      TensorView::compact(wantKey.data(), d.cacheDtype, kShape);
-  TensorView wantValueView =
-      TensorView::compact(wantValue.data(), d.cacheDtype, vShape);
-  auto toCache = [&](float x, const std::vector<float> &scales, int64_t t,
-                     int64_t h, int64_t block) -> uint32_t {
-    if (!d.quant)
-      return floatToElement(x, d.cacheDtype);
-    float s = scales[staticScaleIndex(d, t, h, block)];
-    return quantize(d.quant->kind, x, s, d.quant->reciprocal);
-  };
-  for (int64_t t = 0; t < numTokens; ++t) {
-    bool inCache = spec.rope == Rope::None ||
-                   (positions[t] >= 0 && positions[t] < maxPosition);
-    if (!inCache)
-      continue;
-    for (int64_t i = 0; i < rotary; ++i)
-      cs[i] = get(cosSin, positions[t] * rotary + i);
-    for (int64_t h = 0; h < qH; ++h) {
-      std::vector<float> y = prologueHead(spec, split, rowAt(qOffset, t, h), qw,
-                                          epsilon, cs.data());
-      for (int64_t e = 0; e < D; ++e)
-        put(wantQ, (t * qH + h) * D + e, y[e]);
-    }
-    if (slots[t] < 0 || slots[t] >= capacity)
-      continue;
-    int64_t block = slots[t] / d.blockSize, pos = slots[t] % d.blockSize;
-    for (int64_t h = 0; h < H; ++h) {
-      std::vector<float> k = prologueHead(spec, split, rowAt(kOffset, t, h), kw,
-                                          epsilon, cs.data());
-      std::vector<float> v = rowAt(vOffset, t, h);
-      for (int64_t e = 0; e < D; ++e) {
-        storeBits(wantKeyView.elementPointer(
-                      cacheIndex(d, CacheSide::Key, block, h, pos, e)),
-                  d.cacheDtype, toCache(k[e], keyScale, t, h, block));
-        storeBits(wantValueView.elementPointer(
-                      cacheIndex(d, CacheSide::Value, block, h, pos, e)),
-                  d.cacheDtype, toCache(v[e], valueScale, t, h, block));
-      }
-    }
-  }
-
-  // The kernel's parameters, in the plan's order. K, V and Q are views of
-  // one QKV buffer: each is the rest of that buffer from its first element.
-  std::vector<HostBuffer> buffers;
-  std::vector<int32_t> scalars;
-  std::vector<bool> isBuffer;
-  std::vector<abi::Param> list = plan.getParams();
-  size_t srcBytes = dtypeBytes(d.sourceDtype);
-  auto vecBuffer = [](auto &v) {
-    return HostBuffer{v.data(), v.size() * sizeof(v[0])};
-  };
-  auto qkvView = [&](int64_t offset) {
-    return HostBuffer{qkv.data() + offset * srcBytes,
-                      qkv.size() - offset * srcBytes};
-  };
-  for (abi::Param p : list) {
-    using P = abi::Param;
-    if (abi::paramInfo(p).role == abi::ParamRole::Buffer) {
-      HostBuffer buffer{nullptr, 0};
-      switch (p) {
-      case P::Key:
-        buffer = qkvView(kOffset);
-        break;
-      case P::Value:
-        buffer = qkvView(vOffset);
-        break;
-      case P::Query:
-        buffer = qkvView(qOffset);
-        break;
-      case P::BlockTable:
-        buffer = vecBuffer(blockTable);
-        break;
-      case P::QueryStartLoc:
-        buffer = vecBuffer(queryStartLoc);
-        break;
-      case P::ContextLens:
-        buffer = vecBuffer(contextLens);
-        break;
-      case P::SlotMapping:
-        buffer = vecBuffer(slots);
-        break;
-      case P::KeyCache:
-        buffer = vecBuffer(keyCache);
-        break;
-      case P::ValueCache:
-        buffer = vecBuffer(valueCache);
-        break;
-      case P::KeyScale:
-        buffer = vecBuffer(keyScale);
-        break;
-      case P::ValueScale:
-        buffer = vecBuffer(valueScale);
-        break;
-      case P::QOut:
-        buffer = vecBuffer(qOut);
-        break;
-      case P::RopePositions:
-        buffer = vecBuffer(positions);
-        break;
-      case P::CosSinCache:
-        buffer = vecBuffer(cosSin);
-        break;
-      case P::KNormWeight:
-        buffer = vecBuffer(kWeight);
-        break;
-      case P::QNormWeight:
-        buffer = vecBuffer(qWeight);
-        break;
-      case P::Epsilon:
-        buffer = {&epsilon, sizeof(float)};
-        break;
-      default:
-        return {std::string("no tensor for buffer ") + abi::paramName(p)};
-      }
-      buffers.push_back(buffer);
-      isBuffer.push_back(true);
-      continue;
-    }
-    int64_t v = -1;
-    switch (p) {
-    case P::NumTokens:
-      v = numTokens;
-      break;
-    case P::NumReqs:
-      v = numReqs;
-      break;
-    case P::BlockTableStride:
-    case P::MaxBlocksPerReq:
-      v = maxBlocksPerReq;
-      break;
-    case P::NumBlocks:
-      v = numBlocks;
-      break;
-    case P::KeyStrideToken:
-    case P::ValueStrideToken:
-    case P::QueryStrideToken:
-      v = rowElems;
-      break;
-    case P::KeyStrideHead:
-    case P::ValueStrideHead:
-    case P::QueryStrideHead:
-      v = D;
-      break;
-    case P::KeyStrideDim:
-    case P::ValueStrideDim:
-    case P::QueryStrideDim:
-    case P::QOutStrideDim:
-      v = 1;
-      break;
-    case P::QOutStrideToken:
-      v = qH * D;
-      break;
-    case P::QOutStrideHead:
-      v = D;
-      break;
-    case P::MaxPosition:
-      v = maxPosition;
-      break;
-    case P::KeyCacheStrideBlock:
-      v = cacheStride(CacheSide::Key, 0);
-      break;
-    case P::KeyCacheStrideHead:
-      v = cacheStride(CacheSide::Key, 1);
-      break;
-    case P::KeyCacheStridePos:
-      v = cacheStride(CacheSide::Key, 2);
-      break;
-    case P::KeyCacheStrideDim:
-      v = cacheStride(CacheSide::Key, 3);
-      break;
-    case P::ValueCacheStrideBlock:
-      v = cacheStride(CacheSide::Value, 0);
-      break;
-    case P::ValueCacheStrideHead:
-      v = cacheStride(CacheSide::Value, 1);
-      break;
-    case P::ValueCacheStridePos:
-      v = cacheStride(CacheSide::Value, 2);
-      break;
-    case P::ValueCacheStrideDim:
-      v = cacheStride(CacheSide::Value, 3);
-      break;
-    default:
-      return {std::string("no value for scalar ") + abi::paramName(p)};
-    }
-    scalars.push_back(static_cast<int32_t>(v));
-    isBuffer.push_back(false);
-  }
-  if (std::string why = launch(plan, numTokens, buffers, scalars, isBuffer);
-      !why.empty())
-    return {why};
-
-  std::vector<std::string> failures;
-  auto compare = [&](const char *what, const std::vector<uint8_t> &got,
-                     const std::vector<uint8_t> &want, DType type) {
-    size_t bytes = dtypeBytes(type), bad = 0;
-    std::string first;
-    for (size_t i = 0; i < got.size(); i += bytes)
-      if (std::memcmp(&got[i], &want[i], bytes) != 0) {
-        if (bad++ < 3)
-          first += " [" + std::to_string(i / bytes) + "] got " +
-                   std::to_string(loadBits(&got[i], type)) + " want " +
-                   std::to_string(loadBits(&want[i], type));
-      }
-    if (bad)
-      failures.push_back(std::string(what) + ": " + std::to_string(bad) +
-                         " elements differ:" + first);
-  };
-  compare("key_cache", keyCache, wantKey, d.cacheDtype);
-  compare("value_cache", valueCache, wantValue, d.cacheDtype);
-  compare("q_out", qOut, wantQ, d.sourceDtype);
-  return failures;
+/// What the check needs of `plan`.
+Kernel kernelOf(const KernelPlan &plan) {
+  Kernel k;
+  k.name = plan.name;
+  k.params = plan.getParams();
+  k.vectorElems = plan.vectorElems;
+  k.lanesPerGroup = plan.lanesPerGroup;
+  k.threadsX = plan.threadsX;
+  k.tokensPerBlock = plan.tokensPerBlock;
+  return k;
 }
 
 /// The host: the JIT's packed entry point on the host copies themselves.
 Launcher hostLauncher(HostKernels::Entry entry) {
-  return [entry](const KernelPlan &, int64_t, std::vector<HostBuffer> &buffers,
+  return [entry](const Kernel &, int64_t, std::vector<HostBuffer> &buffers,
                  std::vector<int32_t> &scalars,
                  const std::vector<bool> &isBuffer) {
     std::vector<void *> pointers, params;
@@ -498,113 +88,6 @@ Launcher hostLauncher(HostKernels::Entry entry) {
     return std::string();
   };
 }
-
-/// The CUDA driver, loaded at run time (libcuda.so.1), so that the suite
-/// builds and runs its host part where there is neither a toolkit nor a
-/// driver. Only what a launch needs.
-class CudaDriver {
-public:
-  using CUresult = int;
-  using CUdeviceptr = unsigned long long;
-  using Handle = void *;
-
-  /// Why there is no device ("" once loaded and a context is current).
-  std::string init() {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-      return "no CUDA driver (libcuda.so.1): " + std::string(dlerror());
-    bool ok = true;
-    auto sym = [&](auto &fn, const char *name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-          dlsym(lib, name));
-      ok &= fn != nullptr;
-    };
-    sym(cuInit, "cuInit");
-    sym(cuDeviceGet, "cuDeviceGet");
-    sym(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    sym(cuCtxSetCurrent, "cuCtxSetCurrent");
-    sym(cuModuleLoadData, "cuModuleLoadData");
-    sym(cuModuleUnload, "cuModuleUnload");
-    sym(cuModuleGetFunction, "cuModuleGetFunction");
-    sym(cuMemAlloc, "cuMemAlloc_v2");
-    sym(cuMemFree, "cuMemFree_v2");
-    sym(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
-    sym(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-    sym(cuLaunchKernel, "cuLaunchKernel");
-    sym(cuCtxSynchronize, "cuCtxSynchronize");
-    if (!ok)
-      return "libcuda.so.1 lacks a driver entry point the suite needs";
-    int device = 0;
-    Handle context = nullptr;
-    if (cuInit(0) != 0 || cuDeviceGet(&device, 0) != 0 ||
-        cuDevicePrimaryCtxRetain(&context, device) != 0 ||
-        cuCtxSetCurrent(context) != 0)
-      return "no usable CUDA device";
-    return "";
-  }
-
-  CUresult (*cuInit)(unsigned) = nullptr;
-  CUresult (*cuDeviceGet)(int *, int) = nullptr;
-  CUresult (*cuDevicePrimaryCtxRetain)(Handle *, int) = nullptr;
-  CUresult (*cuCtxSetCurrent)(Handle) = nullptr;
-  CUresult (*cuModuleLoadData)(Handle *, const void *) = nullptr;
-  CUresult (*cuModuleUnload)(Handle) = nullptr;
-  CUresult (*cuModuleGetFunction)(Handle *, Handle, const char *) = nullptr;
-  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
-  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
-  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
-  CUresult (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, unsigned, Handle, void **,
-                             void **) = nullptr;
-  CUresult (*cuCtxSynchronize)() = nullptr;
-};
-
-/// The GPU: `module` (loaded from the description's PTX) on device copies
-/// of the buffers, launched as kvrt would (docs/KERNEL-ABI.md's grid:
-/// ceil(num_tokens / tokens_per_block) blocks of threads_x x
-/// tokens_per_block), every buffer copied back.
-Launcher gpuLauncher(CudaDriver &cu, CudaDriver::Handle module) {
-  return [&cu, module](const KernelPlan &plan, int64_t numTokens,
-                       std::vector<HostBuffer> &buffers,
-                       std::vector<int32_t> &scalars,
-                       const std::vector<bool> &isBuffer) -> std::string {
-    CudaDriver::Handle fn = nullptr;
-    if (cu.cuModuleGetFunction(&fn, module, plan.name.c_str()) != 0)
-      return "no kernel " + plan.name + " in the PTX";
-    std::vector<CudaDriver::CUdeviceptr> device(buffers.size(), 0);
-    std::string why;
-    for (size_t i = 0; i < buffers.size() && why.empty(); ++i)
-      if (cu.cuMemAlloc(&device[i], std::max<size_t>(buffers[i].bytes, 16)) !=
-              0 ||
-          cu.cuMemcpyHtoD(device[i], buffers[i].data, buffers[i].bytes) != 0)
-        why = "cannot allocate or copy a buffer on the device";
-    if (why.empty()) {
-      std::vector<void *> params;
-      size_t b = 0, s = 0;
-      for (bool buffer : isBuffer)
-        params.push_back(buffer ? static_cast<void *>(&device[b++])
-                                : static_cast<void *>(&scalars[s++]));
-      unsigned grid = static_cast<unsigned>(
-          (numTokens + plan.tokensPerBlock - 1) / plan.tokensPerBlock);
-      if (cu.cuLaunchKernel(fn, grid, 1, 1,
-                            static_cast<unsigned>(plan.threadsX),
-                            static_cast<unsigned>(plan.tokensPerBlock), 1, 0,
-                            nullptr, params.data(), nullptr) != 0 ||
-          cu.cuCtxSynchronize() != 0)
-        why = "the launch of " + plan.name + " failed";
-    }
-    for (size_t i = 0; i < buffers.size(); ++i)
-      if (device[i]) {
-        if (why.empty() &&
-            cu.cuMemcpyDtoH(buffers[i].data, device[i], buffers[i].bytes) != 0)
-          why = "cannot copy a buffer back from the device";
-        cu.cuMemFree(device[i]);
-      }
-    return why;
-  };
-}
-
 /// The description's PTX, by kvgen's GPU pipeline for `chip`.
 mlir::FailureOr<std::string> compilePTX(mlir::ModuleOp module,
                                         const std::string &chip) {
@@ -622,107 +105,11 @@ mlir::FailureOr<std::string> compilePTX(mlir::ModuleOp module,
     return mlir::failure();
   return serializeToPTX(module);
 }
-
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  struct Types {
-    DType source, cache;
-    std::optional<QuantSpec> quant;
-  };
-  QuantSpec fp8PerTensor, fp8PerHead;
-  fp8PerHead.granularity = Granularity::PerHead;
-  const Types types[] = {
-      {DType::BF16, DType::BF16, std::nullopt},
-      {DType::F16, DType::F16, std::nullopt},
-      {DType::BF16, DType::F8E4M3, fp8PerTensor},
-      {DType::F16, DType::F8E4M3, fp8PerHead},
-      {DType::F32, DType::F32, std::nullopt},
-  };
-  struct Shape {
-    Layout layout;
-    int64_t blockSize, heads, headDim;
-  };
-  const Shape shapes[] = {{Layout::PagedNHD, 16, 2, 128},
-                          {Layout::PagedHND, 8, 2, 64},
-                          {Layout::Contiguous, 32, 1, 64}};
-  struct Parts {
-    bool norm;
-    Rope rope;
-    int64_t rotaryDiv; // rotary_dim = head_dim / rotaryDiv
-    int64_t qPerKv;
-  };
-  const Parts parts[] = {
-      {true, Rope::Neox, 1, 4}, {true, Rope::Gptj, 1, 2},
-      {true, Rope::Neox, 2, 2}, {false, Rope::Gptj, 4, 1},
-      {true, Rope::None, 0, 3}, {false, Rope::Neox, 1, 0},
-      {true, Rope::Gptj, 2, 0},
-  };
-  auto add = [&](const Types &ty, const Shape &sh, bool norm, Rope rope,
-                 int64_t rotaryDim, int64_t qHeads, Kind kind = Kind::Append) {
-    Case c;
-    Description &d = c.desc;
-    d.kind = kind;
-    d.layout = sh.layout;
-    d.blockSize = sh.blockSize;
-    d.numKvHeads = sh.heads;
-    d.headDim = sh.headDim;
-    d.sourceDtype = ty.source;
-    d.cacheDtype = ty.cache;
-    d.quant = ty.quant;
-    c.spec.norm = norm;
-    c.spec.rope = rope;
-    c.spec.rotaryDim = rotaryDim;
-    c.spec.qHeads = qHeads;
-    d.name = std::string(kind == Kind::Append ? "p_" : "pf_") +
-             layoutName(sh.layout) + "_" + dtypeName(ty.source) + "_" +
-             (ty.quant ? ty.quant->tag() : std::string(dtypeName(ty.cache))) +
-             "_h" + std::to_string(sh.heads) + "x" +
-             std::to_string(sh.headDim) + (norm ? "_rms" : "") +
-             (rope == Rope::Neox   ? "_neox"
-              : rope == Rope::Gptj ? "_gptj"
-                                   : "") +
-             (rope != Rope::None ? std::to_string(rotaryDim) : "") + "_q" +
-             std::to_string(qHeads);
-    out.push_back(c);
-  };
-  int n = 0;
-  for (const Types &ty : types)
-    for (const Shape &sh : shapes)
-      for (const Parts &pa : parts) {
-        // Every combination of parts on the first shape; a rotation of them
-        // over the others.
-        if (&sh != &shapes[0] && (n++ % 2) != 0)
-          continue;
-        add(ty, sh, pa.norm, pa.rope,
-            pa.rotaryDiv ? sh.headDim / pa.rotaryDiv : 0, pa.qPerKv * sh.heads);
-      }
-  // Edges of the head's split: a NeoX half of 3 elements (chunks of one
-  // element, 32 lanes of 2 chunks), GPT-J on 2 elements, a head of 96 (12
-  // chunks, 4 lanes of 3), a head of 256 bf16 (32 chunks, one a lane), an
-  // f32 source into a bf16 cache, and 36 heads a token (past 256 threads a
-  // token: the GPU loops over the chunk loop).
-  add(types[0], {Layout::PagedNHD, 16, 2, 64}, true, Rope::Neox, 6, 2);
-  add(types[1], {Layout::PagedHND, 16, 2, 64}, true, Rope::Gptj, 2, 4);
-  add(types[0], {Layout::PagedNHD, 16, 2, 96}, true, Rope::Neox, 96, 4);
-  add(types[2], {Layout::PagedNHD, 16, 1, 256}, true, Rope::Neox, 64, 8);
-  add({DType::F32, DType::BF16, std::nullopt}, {Layout::PagedNHD, 16, 2, 64},
-      true, Rope::Gptj, 64, 2);
-  add(types[0], {Layout::PagedNHD, 16, 4, 128}, true, Rope::Neox, 128, 32);
-  // fused_append, whose positions come from the block table.
-  add(types[0], shapes[0], true, Rope::Neox, 128, 8, Kind::FusedAppend);
-  add(types[2], shapes[1], true, Rope::Gptj, 32, 2, Kind::FusedAppend);
-  add(types[1], {Layout::PagedNHD, 8, 2, 64}, false, Rope::Neox, 64, 4,
-      Kind::FusedAppend);
-  add(types[3], shapes[0], true, Rope::None, 0, 4, Kind::FusedAppend);
-  add(types[4], shapes[1], true, Rope::Neox, 32, 0, Kind::FusedAppend);
-  return out;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string filter, chip;
-  bool gpu = false, print = false;
+  std::string filter, chip, emitDir;
+  bool gpu = false, print = false, emit = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--filter=", 0) == 0)
@@ -733,11 +120,19 @@ int main(int argc, char **argv) {
       print = true;
     else if (arg.rfind("--chip=", 0) == 0)
       chip = arg.substr(7);
-    else {
-      std::cerr << "usage: kvgen-prologue-suite [--gpu [--chip=sm_XX]] "
-                   "[--print] [--filter=S]\n";
+    else if (arg.rfind("--emit-gpu=", 0) == 0 && arg.size() > 11) {
+      emit = true;
+      emitDir = arg.substr(11);
+    } else {
+      std::cerr << "usage: kvgen-prologue-suite [--gpu | --emit-gpu=DIR] "
+                   "[--chip=sm_XX] [--print] [--filter=S]\n";
       return 2;
     }
+  }
+  if (gpu && emit) {
+    std::cerr << "kvgen-prologue-suite: --gpu and --emit-gpu exclude each "
+                 "other (--emit-gpu runs nothing)\n";
+    return 2;
   }
   CudaDriver cu;
   if (gpu) {
@@ -745,8 +140,13 @@ int main(int argc, char **argv) {
       std::cerr << "kvgen-prologue-suite --gpu: " << why << "; skipped\n";
       return 77;
     }
-    if (chip.empty())
-      chip = PlanOptions().chip;
+  }
+  if ((gpu || emit) && chip.empty())
+    chip = PlanOptions().chip;
+  if (emit && mkdir(emitDir.c_str(), 0777) != 0 && errno != EEXIST) {
+    std::cerr << "kvgen-prologue-suite: cannot create " << emitDir << ": "
+              << std::strerror(errno) << "\n";
+    return 1;
   }
   mlir::DialectRegistry registry;
   registerKVGenDialects(registry);
@@ -758,16 +158,21 @@ int main(int argc, char **argv) {
     return mlir::success();
   });
 
+  auto report = [](const Kernel &kernel, const Case &c,
+                   const std::vector<std::string> &failures) {
+    std::cerr << "FAIL " << kernel.name << " " << c.spec.attr() << "\n";
+    for (const std::string &f : failures)
+      std::cerr << "  " << f << "\n";
+  };
+  Manifest manifest;
+  manifest.chip = chip;
   int descriptions = 0, runs = 0, failed = 0;
   uint32_t seed = 1;
   for (const Case &c : cases()) {
     if (c.desc.name.find(filter) == std::string::npos)
       continue;
     ++descriptions;
-    std::string text = std::string("module {\nkv.") + kindName(c.desc.kind) +
-                       " @" + c.desc.name + " : " + c.desc.cacheType() +
-                       " from " + dtypeName(c.desc.sourceDtype) + " prologue " +
-                       c.spec.attr() + "\n}\n";
+    std::string text = moduleText(c);
     if (print) {
       std::cout << text.substr(9, text.size() - 12) << "\n";
       continue;
@@ -780,27 +185,49 @@ int main(int argc, char **argv) {
       ++failed;
       continue;
     }
-    if (gpu) {
+    if (gpu || emit) {
       std::vector<KernelPlan> plans = collectPlans(*module);
       mlir::FailureOr<std::string> ptx = compilePTX(*module, chip);
+      if (mlir::failed(ptx)) {
+        std::cerr << "FAIL " << c.desc.name << ": no PTX: " << error << "\n";
+        ++failed;
+        continue;
+      }
+      if (emit) {
+        // The seeds are the ones a run of the suite with the same filter
+        // gives each kernel.
+        Manifest::Description entry{c.desc.name, c.desc.name + ".ptx", {}};
+        for (const KernelPlan &plan : plans) {
+          ++runs;
+          entry.kernels.push_back({kernelOf(plan), seed++});
+        }
+        std::ofstream out(emitDir + "/" + entry.ptx, std::ios::binary);
+        out << *ptx;
+        out.close();
+        if (!out) {
+          std::cerr << "FAIL " << c.desc.name << ": cannot write " << emitDir
+                    << "/" << entry.ptx << "\n";
+          ++failed;
+          continue;
+        }
+        manifest.descriptions.push_back(entry);
+        continue;
+      }
       CudaDriver::Handle cuModule = nullptr;
-      if (mlir::failed(ptx) ||
-          cu.cuModuleLoadData(&cuModule, ptx->c_str()) != 0) {
-        std::cerr << "FAIL " << c.desc.name
-                  << ": no PTX, or the driver refuses it: " << error << "\n";
+      if (cu.cuModuleLoadData(&cuModule, ptx->c_str()) != 0) {
+        std::cerr << "FAIL " << c.desc.name << ": the driver refuses its PTX\n";
         ++failed;
         continue;
       }
       for (const KernelPlan &plan : plans) {
         ++runs;
+        Kernel kernel = kernelOf(plan);
         std::vector<std::string> failures =
-            Run(c, plan, seed++).check(gpuLauncher(cu, cuModule));
+            check(c, kernel, seed++, gpuLauncher(cu, cuModule));
         if (failures.empty())
           continue;
         ++failed;
-        std::cerr << "FAIL " << plan.name << " " << c.spec.attr() << "\n";
-        for (const std::string &f : failures)
-          std::cerr << "  " << f << "\n";
+        report(kernel, c, failures);
       }
       cu.cuModuleUnload(cuModule);
       continue;
@@ -821,18 +248,33 @@ int main(int argc, char **argv) {
         ++failed;
         continue;
       }
+      Kernel kernel = kernelOf(plan);
       std::vector<std::string> failures =
-          Run(c, plan, seed++).check(hostLauncher(entry));
+          check(c, kernel, seed++, hostLauncher(entry));
       if (failures.empty())
         continue;
       ++failed;
-      std::cerr << "FAIL " << plan.name << " " << c.spec.attr() << "\n";
-      for (const std::string &f : failures)
-        std::cerr << "  " << f << "\n";
+      report(kernel, c, failures);
     }
   }
   if (print)
     return 0;
+  if (emit) {
+    // A stage with a description missing would pass for a complete one:
+    // where any failed, no manifest is written and the runner refuses DIR.
+    std::string manifestPath = emitDir + "/" + kManifestName;
+    std::remove(manifestPath.c_str());
+    if (failed == 0 && descriptions > 0)
+      if (std::string why = writeManifest(manifest, manifestPath);
+          !why.empty()) {
+        std::cerr << "kvgen-prologue-suite: " << why << "\n";
+        ++failed;
+      }
+    std::cout << "kvgen-prologue-suite --emit-gpu (" << chip
+              << "): " << descriptions << " descriptions, " << runs
+              << " kernels, " << failed << " failed, in " << emitDir << "\n";
+    return failed == 0 && descriptions > 0 ? 0 : 1;
+  }
   std::cout << "kvgen-prologue-suite" << (gpu ? " (" + chip + ")" : "") << ": "
             << descriptions << " descriptions, " << runs << " kernels, "
             << failed << " failed\n";
