@@ -82,7 +82,7 @@ struct Stats {
   double maxRatio = 0;   // |fused - unfused| / bound, 16-bit outputs
   double modelRatio = 0; // |unfused - exact| / the model's share
   int maxCodeDiff = 0;   // fp8: ordered encodings
-  double fp8Ratio = 0;   // fp8: code difference / the allowed one that side
+  double fp8Ratio = 0;   // fp8: least |fused - unfused| / bound
   int64_t fp8Elements = 0, fp8Differ = 0, fp8PastOne = 0, elements = 0;
 };
 
@@ -184,39 +184,48 @@ std::vector<float> unfusedHead(const PrologueSpec &spec, DType src,
   return out;
 }
 
-/// docs/CONTRACT.md, "Against the unfused sequence": the constants of the
-/// bound for a source dtype and a head of `headDim`.
+/// docs/CONTRACT.md, "Against the unfused sequence": the bound for a source
+/// dtype, a head of `headDim` and norm weights of magnitude at most
+/// `maxWeight`, as a function of the element's exact value E and its scale
+/// S (|y[a] c| + |y[b] s| for a rotated element, |E| otherwise).
 struct Bound {
   double u;   // the source dtype's unit roundoff: half its ulp at 1
   double ut;  // one torch op of it: fp32, then rounded to it
-  double eta; // half its smallest subnormal: underflow's absolute error
-  double rho; // the fp32 work before the first 16-bit rounding
-  double alpha, epsF;
+  double rho; // the fp32 work of either path up to the normalized value
+  double alpha, beta, epsF;
+  double abs; // underflow, in all: (8 + 4 W) eta
 
-  Bound(DType src, int64_t headDim, bool norm) {
+  Bound(DType src, int64_t headDim, bool norm, double maxWeight) {
     const double u32 = std::ldexp(1.0, -24);
     u = std::ldexp(1.0, src == DType::BF16 ? -8 : -11);
     ut = u + 2 * u32;
-    eta = std::ldexp(1.0, src == DType::BF16 ? -134 : -25);
+    // Half the dtype's smallest subnormal.
+    double eta = std::ldexp(1.0, src == DType::BF16 ? -134 : -25);
     rho = (double(headDim) / 2 + 16) * u32;
     alpha = norm ? (1 + rho) * (1 + ut) * (1 + ut) - 1 : 0;
+    beta = (1 + alpha) * (1 + ut) - 1;
     epsF = rho + 3 * u32;
+    abs = (8 + 4 * (norm ? maxWeight : 0)) * eta;
   }
-  /// How far the unfused value may be from the exact one.
+  /// How far the unfused value may be from the exact one, underflow aside.
   double unfused(double exact, double scale, bool rotated) const {
     if (!rotated)
-      return alpha * scale + 2 * eta;
-    double beta = (1 + alpha) * (1 + ut) - 1;
-    return beta * (1 + ut) * scale + ut * std::fabs(exact) + 7 * eta;
+      return alpha * scale;
+    return beta * (1 + ut) * scale + ut * std::fabs(exact);
   }
-  /// How far the fused fp32 value may be from the exact one.
-  double fused(double scale) const { return epsF * scale + eta; }
+  /// How far the fused fp32 value may be from the exact one, underflow
+  /// aside.
+  double fused(double scale) const { return epsF * scale; }
+  /// How far the fused value may be from the unfused one before the
+  /// quantization of an fp8 cache.
+  double beforeQuant(double exact, double scale, bool rotated) const {
+    return unfused(exact, scale, rotated) + fused(scale) + abs;
+  }
   /// How far the fused value rounded to the source dtype may be from the
   /// unfused one.
   double rounded(double exact, double scale, bool rotated) const {
-    double f = fused(scale);
-    return unfused(exact, scale, rotated) + f + u * (std::fabs(exact) + f) +
-           eta;
+    return beforeQuant(exact, scale, rotated) +
+           u * (std::fabs(exact) + fused(scale));
   }
 };
 
@@ -318,7 +327,14 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
       if (qH > 0)
         qw[e] = srcAt(P::QNormWeight, e);
     }
-  const Bound bound(src, D, spec.norm);
+  auto largest = [](const std::vector<float> &w) {
+    double m = 0;
+    for (float v : w)
+      m = std::max(m, std::fabs(double(v)));
+    return m;
+  };
+  const Bound kBound(src, D, spec.norm, largest(kw));
+  const Bound qBound(src, D, spec.norm, largest(qw));
   const float eps = epsilon ? *epsilon : 0.0f;
   int bad = 0;
   auto fail = [&](const std::string &what) {
@@ -336,8 +352,8 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
     return row;
   };
   // One element of a 16-bit output: fused `got` against unfused `want`.
-  auto check16 = [&](const std::string &at, float got, float want, double exact,
-                     double scale, bool rotated) {
+  auto check16 = [&](const Bound &bound, const std::string &at, float got,
+                     float want, double exact, double scale, bool rotated) {
     double limit = bound.rounded(exact, scale, rotated);
     double err = std::fabs(double(got) - double(want));
     ++stats.elements;
@@ -347,11 +363,11 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
            std::to_string(want) + ", bound " + std::to_string(limit));
   };
   // The model's own error: a check of the derivation.
-  auto checkModel = [&](const std::string &at, float want, double exact,
-                        double scale, bool rotated) {
+  auto checkModel = [&](const Bound &bound, const std::string &at, float want,
+                        double exact, double scale, bool rotated) {
     if (bug != Break::None)
       return;
-    double limit = bound.unfused(exact, scale, rotated);
+    double limit = bound.unfused(exact, scale, rotated) + bound.abs;
     double err = std::fabs(double(want) - exact);
     if (limit > 0)
       stats.modelRatio = std::max(stats.modelRatio, err / limit);
@@ -374,10 +390,10 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
         int64_t at = t * qOutStride[0] + h * qOutStride[1] + e * qOutStride[2];
         float got =
             elementToFloat(loadBits(qOut + at * dtypeBytes(src), src), src);
-        check16(where("q_out", t, h, e), got, un[e], ex.value[e], ex.scale[e],
-                ex.rotated[e]);
-        checkModel(where("q_out", t, h, e), un[e], ex.value[e], ex.scale[e],
-                   ex.rotated[e]);
+        check16(qBound, where("q_out", t, h, e), got, un[e], ex.value[e],
+                ex.scale[e], ex.rotated[e]);
+        checkModel(qBound, where("q_out", t, h, e), un[e], ex.value[e],
+                   ex.scale[e], ex.rotated[e]);
       }
     }
     if (slots[t] < 0 || slots[t] >= capacity)
@@ -400,8 +416,8 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
             loadBits(keyCache + kAt * dtypeBytes(cacheType), cacheType);
         uint32_t gotV =
             loadBits(valueCache + vAt * dtypeBytes(cacheType), cacheType);
-        checkModel(where("key_cache", t, h, e), un[e], ex.value[e], ex.scale[e],
-                   ex.rotated[e]);
+        checkModel(kBound, where("key_cache", t, h, e), un[e], ex.value[e],
+                   ex.scale[e], ex.rotated[e]);
         // V: reshape_and_cache_flash's cast or quantization, exactly.
         uint32_t wantV =
             d.quant ? quantize(d.quant->kind, v[e], valueScale[scaleAt],
@@ -411,15 +427,16 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
           fail(where("value_cache", t, h, e) + ": got bits " +
                std::to_string(gotV) + ", want " + std::to_string(wantV));
         if (!d.quant) {
-          check16(where("key_cache", t, h, e), elementToFloat(gotK, cacheType),
-                  un[e], ex.value[e], ex.scale[e], ex.rotated[e]);
+          check16(kBound, where("key_cache", t, h, e),
+                  elementToFloat(gotK, cacheType), un[e], ex.value[e],
+                  ex.scale[e], ex.rotated[e]);
           continue;
         }
         // fp8: the fused value is within `limit` of the unfused one before
         // quantization, and quantization is monotone, so its byte lies
         // between the bytes of the interval's ends.
-        double limit = bound.unfused(ex.value[e], ex.scale[e], ex.rotated[e]) +
-                       bound.fused(ex.scale[e]);
+        double limit =
+            kBound.beforeQuant(ex.value[e], ex.scale[e], ex.rotated[e]);
         float lo = std::nextafter(float(double(un[e]) - limit), -INFINITY);
         float hi = std::nextafter(float(double(un[e]) + limit), INFINITY);
         float scale = keyScale[scaleAt];
@@ -433,10 +450,22 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
         stats.fp8Differ += got != want;
         stats.fp8PastOne += std::abs(got - want) > 1;
         stats.maxCodeDiff = std::max(stats.maxCodeDiff, std::abs(got - want));
-        if (got != want && low <= got && got <= high)
-          stats.fp8Ratio = std::max(
-              stats.fp8Ratio, double(std::abs(got - want)) /
-                                  (got > want ? high - want : want - low));
+        // The least the fused value can have been from the unfused one:
+        // the distance from it to the values that round to the fused byte
+        // (half-way to the byte's neighbours), as a fraction of the bound.
+        if (got != want) {
+          auto value = [&](int o) -> double {
+            if (std::abs(o) > 0x7e)
+              return o > 0 ? INFINITY : -INFINITY;
+            uint8_t byte = o >= 0 ? uint8_t(o) : uint8_t(0x80 | -o);
+            return double(decode(d.quant->kind, byte)) * scale;
+          };
+          double mid = value(got);
+          double from = (mid + value(got - 1)) / 2;
+          double to = (mid + value(got + 1)) / 2;
+          double dist = std::max({0.0, from - un[e], un[e] - to});
+          stats.fp8Ratio = std::max(stats.fp8Ratio, dist / limit);
+        }
         if (got < low || got > high)
           fail(where("key_cache", t, h, e) + ": fused fp8 " +
                std::to_string(got) + ", unfused " + std::to_string(want) +
@@ -589,7 +618,8 @@ int main(int argc, char **argv) {
       std::cout << "; " << st.fp8Elements << " fp8 elements, " << st.fp8Differ
                 << " differ from the unfused byte (" << st.fp8PastOne
                 << " by more than one step, at most " << st.maxCodeDiff
-                << "), largest difference / allowed " << st.fp8Ratio;
+                << "), the fused value at least " << st.fp8Ratio
+                << " of the bound from the unfused one";
     std::cout << "\n";
   }
   if (bug != Break::None) {
