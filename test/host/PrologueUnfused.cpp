@@ -45,7 +45,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
