@@ -378,6 +378,15 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   scalar.variant = KernelVariant::Scalar;
   scalar.vectorBytes = widest;
   scalar.alignment = std::min(srcBytes, cacheBytes);
+  // The scalar variant takes a group of inline scales in one thread, as the
+  // host does: no lane reduction. Spread over lanes, its kernels stored
+  // wrong scales on the GPU (test/conformance's "scalar" cases, the vector
+  // variant's lanes correct); the scalar variant serves unaligned tensors,
+  // where correctness is what counts.
+  if (inlineScales) {
+    scalar.lanesPerGroup = 1;
+    chooseLaunch(scalar, options, chip);
+  }
   scalar.minBlocksPerSM = chooseMinBlocksPerSM(scalar, options, chip);
   plans.push_back(scalar);
 
