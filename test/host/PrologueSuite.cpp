@@ -33,6 +33,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PrologueCases.h"
+#include "PrologueHost.h"
 
 #include "kvgen/Pipeline/Description.h"
 #include "kvgen/Pipeline/HostJIT.h"
@@ -56,38 +57,6 @@ using namespace kvgen::prologue;
 
 namespace {
 
-/// What the check needs of `plan`.
-Kernel kernelOf(const KernelPlan &plan) {
-  Kernel k;
-  k.name = plan.name;
-  k.params = plan.getParams();
-  k.vectorElems = plan.vectorElems;
-  k.lanesPerGroup = plan.lanesPerGroup;
-  k.threadsX = plan.threadsX;
-  k.tokensPerBlock = plan.tokensPerBlock;
-  return k;
-}
-
-/// The host: the JIT's packed entry point on the host copies themselves.
-Launcher hostLauncher(HostKernels::Entry entry) {
-  return [entry](const Kernel &, int64_t, std::vector<HostBuffer> &buffers,
-                 std::vector<int32_t> &scalars,
-                 const std::vector<bool> &isBuffer) {
-    std::vector<void *> pointers, params;
-    pointers.reserve(buffers.size());
-    size_t b = 0, s = 0;
-    for (bool buffer : isBuffer) {
-      if (buffer) {
-        pointers.push_back(buffers[b++].data);
-        params.push_back(&pointers.back());
-      } else {
-        params.push_back(&scalars[s++]);
-      }
-    }
-    entry(params.data());
-    return std::string();
-  };
-}
 /// The description's PTX, by kvgen's GPU pipeline for `chip`.
 mlir::FailureOr<std::string> compilePTX(mlir::ModuleOp module,
                                         const std::string &chip) {

@@ -32,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PrologueCases.h"
+#include "PrologueHost.h"
 
 #include "conformance/Quant.h"
 #include "conformance/Reference.h"
@@ -477,17 +478,6 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
     failures.push_back("... " + std::to_string(bad) + " in all");
 }
 
-Kernel kernelOf(const KernelPlan &plan) {
-  Kernel k;
-  k.name = plan.name;
-  k.params = plan.getParams();
-  k.vectorElems = plan.vectorElems;
-  k.lanesPerGroup = plan.lanesPerGroup;
-  k.threadsX = plan.threadsX;
-  k.tokensPerBlock = plan.tokensPerBlock;
-  return k;
-}
-
 /// The descriptions this covers: kv.append from bf16 or fp16 into a cache
 /// of the same dtype or a static fp8 one.
 bool covered(const Case &c) {
@@ -570,26 +560,15 @@ int main(int argc, char **argv) {
       }
       Kernel kernel = kernelOf(plan);
       std::vector<std::string> unfused;
-      Launcher launch = [&](const Kernel &k, int64_t numTokens,
-                            std::vector<HostBuffer> &buffers,
-                            std::vector<int32_t> &scalars,
-                            const std::vector<bool> &isBuffer) {
-        std::vector<void *> pointers, params;
-        pointers.reserve(buffers.size());
-        size_t b = 0, s = 0;
-        for (bool buffer : isBuffer) {
-          if (buffer) {
-            pointers.push_back(buffers[b++].data);
-            params.push_back(&pointers.back());
-          } else {
-            params.push_back(&scalars[s++]);
-          }
-        }
-        entry(params.data());
-        compareUnfused(c, k, numTokens, buffers, scalars, isBuffer, bug, group,
-                       unfused);
-        return std::string();
-      };
+      Launcher launch =
+          hostLauncher(entry, [&](const Kernel &k, int64_t numTokens,
+                                  std::vector<HostBuffer> &buffers,
+                                  std::vector<int32_t> &scalars,
+                                  const std::vector<bool> &isBuffer) {
+            compareUnfused(c, k, numTokens, buffers, scalars, isBuffer, bug,
+                           group, unfused);
+            return std::string();
+          });
       std::vector<std::string> reference = check(c, kernel, seed++, launch);
       if (bug != Break::None) {
         // Only the unfused comparison sees the model's bug.
