@@ -2,7 +2,8 @@
 //
 // Writes the kvgen-bundle JSON of docs/KERNEL-ABI.md from the kernel plans:
 // per kernel its kind, variant, cache, dtypes, vector width, launch geometry
-// and parameter names (from the ABI's table, the walk kvrt packs from), then
+// and parameter names (from the ABI's table, the walk kvrt packs from), its
+// fused prologue where it has one, then
 // the target and the code. Every key is spelled through the schema
 // (include/kvgen/ABI/Bundle.def) that kvrt's reader checks against.
 //
@@ -115,6 +116,21 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
     // then its griddepcontrol.wait returns at once.
     if (opts.programmaticLaunch)
       k[key::kernel::programmatic_launch] = true;
+    // The prologue's parts, typed: kvrt checks the parameter list against
+    // them and the tensors against q_heads and rotary_dim. Written only
+    // where the kernel has one, so that every other entry is unchanged.
+    if (kv::PrologueAttr prologue = plan.prologue) {
+      llvm::json::Object o;
+      if (prologue.hasQ())
+        o[key::prologue::q_heads] = prologue.getQHeads();
+      if (prologue.hasNorm())
+        o[key::prologue::norm] = prologue.getNorm().str();
+      if (prologue.hasRope()) {
+        o[key::prologue::rope] = prologue.getRope().str();
+        o[key::prologue::rotary_dim] = prologue.getRotaryDim();
+      }
+      k[key::kernel::prologue] = std::move(o);
+    }
     kernels.push_back(std::move(k));
   }
   llvm::json::Object root;

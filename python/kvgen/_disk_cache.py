@@ -216,7 +216,8 @@ def _artifact_problem(data, kind, chip):
 # `kv.append @kv_append : !kv.cache<...> from bf16`: the kernels a
 # description declares, and its cache's fields.
 _KERNEL_DECL = re.compile(r"\bkv\.(\w+)\s+@(\w+)\s*:\s*!kv\.cache<(.*?)>"
-                          r"(?:\s+from\s+(\w+))?\s*$", re.M)
+                          r"(?:\s+from\s+(\w+))?"
+                          r"(?:\s+prologue\s+#kv\.prologue<[^>]*>)?\s*$", re.M)
 _INT_FIELDS = ("block_size", "max_seq_len", "num_kv_heads", "head_dim")
 
 

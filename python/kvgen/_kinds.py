@@ -28,33 +28,36 @@ class Kind:
     method: kvgen.Bundle's method (the entry point without "kvrt_");
     has_variant: whether a launch picks a variant; tensors: the args
     struct's tensors, in its order; optional: those that only a quantized
-    description takes (keyword arguments of the method); writes: the
-    tensors the kernel writes; stream_tensor: the index of the tensor whose
+    description or one with a fused prologue takes (keyword arguments of
+    the method); prologue: those of a fused prologue; writes: the tensors
+    the kernel writes; stream_tensor: the index of the tensor whose
     framework gives the launch's stream (the rows' source for a kind that
     moves rows into the cache, else the first tensor it writes).
     """
 
     __slots__ = ("index", "name", "rows", "slot", "entry", "entry_point",
-                 "method", "has_variant", "tensors", "optional", "writes",
-                 "stream_tensor")
+                 "method", "has_variant", "tensors", "optional", "prologue",
+                 "writes", "stream_tensor")
 
     def __init__(self, index, row):
         (self.name, self.rows, self.slot, self.entry, self.entry_point,
          self.has_variant, tensors, params, writes) = row
         self.index = index
         self.tensors = tuple(tensors)
-        # A fused prologue's buffers (When Prologue...) belong to
-        # descriptions kvrt does not launch yet: no args struct has them.
-        when = {name: w for name, role, w in params
-                if role == "Buffer" and not w.startswith("Prologue")}
+        when = {name: w for name, role, w in params if role == "Buffer"}
         if tuple(when) != self.tensors:
             # kvrt.h's struct and Params.def name one kind's tensors apart.
             raise RuntimeError(
                 "kvgen._kvext: %s's tensors (%s) are not kind %s's buffers "
                 "(%s)" % (self.entry_point, ", ".join(self.tensors), self.name,
                           ", ".join(when)))
+        # Keyword arguments: the scales (a quantized description's) and a
+        # fused prologue's tensors (When Prologue...), named as kvrt's
+        # fields.
         self.optional = tuple(t for t in self.tensors
-                              if when[t].startswith("Quant"))
+                              if when[t].startswith(("Quant", "Prologue")))
+        self.prologue = tuple(t for t in self.tensors
+                              if when[t].startswith("Prologue"))
         self.writes = tuple(w for w in writes if w in self.tensors)
         self.method = self.entry_point[len("kvrt_"):]
         self.stream_tensor = (0 if self.rows == "Into" else

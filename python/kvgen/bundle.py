@@ -221,13 +221,20 @@ class Bundle:
         "gather", ...) whose cache matches every given field (layout,
         block_size, num_kv_heads, head_dim, dtype, quant, latent, ...);
         ``source_dtype=`` matches the source. The vector variant's name, which
-        is how kvrt names a description. None if absent."""
+        is how kvrt names a description. ``prologue=`` (the manifest's
+        prologue: q_heads, norm, rope, rotary_dim) matches a kernel with that
+        fused prologue; without it, only kernels without one match, since
+        they take other tensors. None if absent."""
         source = cache.pop("source_dtype", None)
+        prologue = {k: v for k, v in (cache.pop("prologue", None) or
+                                      {}).items() if v is not None}
         found = None
         for k in self.kernels:
             if k.get("kind") != kind:
                 continue
             if source is not None and k.get("source_dtype", source) != source:
+                continue
+            if (k.get("prologue") or {}) != prologue:
                 continue
             if not _cache_matches(k.get("cache", {}), cache):
                 continue

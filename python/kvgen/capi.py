@@ -84,11 +84,16 @@ def _address(t):
 
 def append_args(kernel, key, value, slot_mapping, key_cache, value_cache,
                 variant=VARIANT_AUTO, key_scale=None, value_scale=None,
-                key_scale_cache=None, value_scale_cache=None):
-    """kvrt_append_args (tensors: Tensor, DLTensor, a pointer, or None)."""
+                key_scale_cache=None, value_scale_cache=None, query=None,
+                q_out=None, rope_positions=None, cos_sin_cache=None,
+                k_norm_weight=None, q_norm_weight=None, epsilon=None):
+    """kvrt_append_args (tensors: Tensor, DLTensor, a pointer, or None);
+    query .. epsilon are a fused prologue's (docs/KERNEL-ABI.md)."""
     return Args("append", kernel, variant,
                 (key, value, slot_mapping, key_cache, value_cache, key_scale,
-                 value_scale, key_scale_cache, value_scale_cache))
+                 value_scale, key_scale_cache, value_scale_cache, query,
+                 q_out, rope_positions, cos_sin_cache, k_norm_weight,
+                 q_norm_weight, epsilon))
 
 
 def paged_kv_append_args(kernel, key, value, batch_indices, positions,

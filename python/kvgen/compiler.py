@@ -117,7 +117,7 @@ _VLLM_LAYOUTS = {"NHD": "paged_nhd", "HND": "paged_hnd", "x": "vllm_vectorized"}
 def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_dim=128,
              dtype="bf16", cache_dtype=None, quant=None, max_seq_len=None,
              kernels=None, name="kv", kv_lora_rank=None, rope_dim=None,
-             v_head_dim=None):
+             v_head_dim=None, prologue=None):
     """The kv module text (kvgen's input) of one cache description. A
     layout without blocks takes max_seq_len instead of block_size (kvgen
     says which). With kv_lora_rank and rope_dim it is an MLA latent cache
@@ -125,12 +125,17 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
     of its own (left out, or equal to head_dim: V's is head_dim). `kernels` names kinds of those
     that write rows into a cache of its entry and those that touch no cache
     (default: all of them; for a K/V cache append, slot_mapping,
-    fused_append and paged_kv_append)."""
+    fused_append and paged_kv_append). `prologue` (a dict of q_heads, norm,
+    rope, rotary_dim, each optional) gives the kinds that take a fused
+    prologue (append, fused_append) the #kv.prologue<...> of
+    docs/CONTRACT.md; with it, `kernels` defaults to those kinds."""
     latent = kv_lora_rank is not None or rope_dim is not None
     kinds = {k.name: k for k in _kernels_for(latent)}
     allowed = tuple(kinds)
+    prologue_text = _prologue(prologue)
     if kernels is None:
-        kernels = allowed
+        kernels = tuple(k for k in allowed if not prologue_text
+                        or kinds[k].prologue)
     src = _dtype(dtype, _SOURCE_DTYPES, "dtype")
     q = normalize_quant(quant, _dtype(cache_dtype, list(_CACHE_DTYPES.values()),
                                       "cache_dtype") if cache_dtype else None)
@@ -169,11 +174,44 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
             raise ValueError("kernels: %r is not one of %s%s"
                              % (k, ", ".join(allowed),
                                 " (a latent cache)" if latent else ""))
-        lines.append("  kv.%s @%s_%s : %s%s" % (
+        lines.append("  kv.%s @%s_%s : %s%s%s" % (
             k, name, k, text,
-            " from " + src if kinds[k].rows == "Into" else ""))
+            " from " + src if kinds[k].rows == "Into" else "",
+            " prologue " + prologue_text
+            if prologue_text and kinds[k].prologue else ""))
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+_PROLOGUE_KEYS = ("q_heads", "norm", "rope", "rotary_dim")
+
+
+def _prologue(prologue):
+    """The #kv.prologue<...> text of a dict of its parts ("" for None or an
+    empty dict); the compiler's verifier checks the values."""
+    if not prologue:
+        return ""
+    if not isinstance(prologue, dict):
+        raise ValueError("prologue: expected a dict of %s, got %r"
+                         % (", ".join(_PROLOGUE_KEYS), prologue))
+    unknown = sorted(set(prologue) - set(_PROLOGUE_KEYS))
+    if unknown:
+        raise ValueError("prologue: unknown part %r (the parts: %s)"
+                         % (unknown[0], ", ".join(_PROLOGUE_KEYS)))
+    parts = []
+    for key in _PROLOGUE_KEYS:
+        value = prologue.get(key)
+        if value is None:
+            continue
+        if key in ("q_heads", "rotary_dim"):
+            parts.append("%s = %d" % (key, _integer(value, "prologue." + key)))
+        elif not isinstance(value, str) or not value.isidentifier():
+            raise ValueError(
+                "prologue.%s: expected a keyword (%s), got %r"
+                % (key, "rms" if key == "norm" else "neox or gptj", value))
+        else:
+            parts.append("%s = %s" % (key, value))
+    return "#kv.prologue<%s>" % ", ".join(parts)
 
 
 def find_compiler():

@@ -26,6 +26,7 @@ from . import _vllm_ds_mla as _ds_mla
 from . import compiler, errors, ops
 from ._vllm_cache import (convert_fp8, cp_gather_cache,
                           gather_and_maybe_dequant_cache, swap_blocks)
+from ._vllm_prologue import fused_qk_norm_rope_and_reshape_and_cache_flash
 from ._vllm_common import (_DESC_FP8, _DTYPES, NotProvidedError,
                            VllmCheckError, _bad, _check_dtype,
                            _per_tensor_scales, _target)
@@ -38,6 +39,7 @@ __all__ = [
     "gather_and_maybe_dequant_cache", "cp_gather_cache",
     "cp_gather_and_upconvert_fp8_kv_cache",
     "cp_gather_and_upconvert_nvfp4_kv_cache", "indexer_k_quant_and_cache",
+    "fused_qk_norm_rope_and_reshape_and_cache_flash",
     "cp_gather_indexer_k_quant_cache", "concat_mla_q", "PROVIDED",
     "NOT_PROVIDED", "SCHEMAS",
 ]

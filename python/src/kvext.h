@@ -20,7 +20,7 @@
 
 enum {
   MAX_RANK = 5,
-  MAX_TENSORS = 12,
+  MAX_TENSORS = 20,
   TABLE_ENTRIES = 16,
   MAX_TYPES = 4,
 };

@@ -33,16 +33,25 @@ def test_every_kind_has_traits_and_a_launch():
     append = _kinds.by_name("append")
     assert append.tensors == (
         "key", "value", "slot_mapping", "key_cache", "value_cache",
-        "key_scale", "value_scale", "key_scale_cache", "value_scale_cache")
+        "key_scale", "value_scale", "key_scale_cache", "value_scale_cache",
+        "query", "q_out", "rope_positions", "cos_sin_cache", "k_norm_weight",
+        "q_norm_weight", "epsilon")
     assert append.optional == append.tensors[5:]
+    # A fused prologue's tensors, by kvrt's field names.
+    assert append.prologue == append.tensors[9:]
+    assert _kinds.by_name("fused_append").prologue == (
+        "query", "q_out", "cos_sin_cache", "k_norm_weight", "q_norm_weight",
+        "epsilon")
+    assert _kinds.by_name("gather").prologue == ()
     assert _kinds.by_name("mla_fused_append").entry == "Latent"
     assert _kinds.by_name("gather").rows == "OutOf"
     assert _kinds.by_method("build_slot_mapping").name == "slot_mapping"
 
 
 def test_bundle_methods_come_from_the_table():
-    """Each kind's Bundle method takes its struct's tensors, the scales as
-    keywords, and a variant where the kind has one."""
+    """Each kind's Bundle method takes its struct's tensors, the scales and
+    a fused prologue's tensors as keywords, and a variant where the kind has
+    one."""
     for k in _kinds.all_kinds():
         sig = inspect.signature(getattr(kvgen.Bundle, k.method, None) or
                                 _method(k))
@@ -57,7 +66,9 @@ def test_bundle_methods_come_from_the_table():
     assert str(sig) == (
         "(self, key, value, slot_mapping, key_cache, value_cache, *, "
         "kernel=None, variant='auto', key_scale=None, value_scale=None, "
-        "key_scale_cache=None, value_scale_cache=None, stream=None)")
+        "key_scale_cache=None, value_scale_cache=None, query=None, "
+        "q_out=None, rope_positions=None, cos_sin_cache=None, "
+        "k_norm_weight=None, q_norm_weight=None, epsilon=None, stream=None)")
 
 
 def _method(kind):

@@ -150,11 +150,12 @@ static Status groupOperations(Manifest *manifest) {
       const KernelDescription &sibling = kernels[first];
       if (!(sibling.cache == kernel.cache) ||
           sibling.sourceDtype != kernel.sourceDtype ||
-          sibling.outputDtype != kernel.outputDtype)
+          sibling.outputDtype != kernel.outputDtype ||
+          !(sibling.prologue == kernel.prologue))
         return KVRT_BUNDLE_ERROR(
             "kernels[%zu] ('%s') and its other variant "
-            "'%s' describe different caches or source/output "
-            "dtypes",
+            "'%s' describe different caches, source/output "
+            "dtypes or prologues",
             i, kernel.name.c_str(), sibling.name.c_str());
     }
     // One promise check serves the vector and wide variants: they must

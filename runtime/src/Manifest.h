@@ -117,6 +117,26 @@ struct LaunchDescription {
   int64_t chunksPerToken = 0;
 };
 
+/// "prologue": the fused prologue of an append or fused append
+/// (docs/CONTRACT.md, "The fused prologue"); every part off without one.
+struct PrologueDescription {
+  /// Query heads read and written rotated; 0 for none.
+  int64_t qHeads = 0;
+  bool norm = false;
+  /// "neox" or "gptj"; empty without RoPE.
+  std::string rope;
+  /// The elements of each head RoPE rotates; 0 without RoPE.
+  int64_t rotaryDim = 0;
+
+  bool any() const { return qHeads > 0 || norm || !rope.empty(); }
+  /// The parameter groups the prologue adds (include/kvgen/ABI/Params.def).
+  abi::PrologueParts parts() const { return {norm, !rope.empty(), qHeads > 0}; }
+  bool operator==(const PrologueDescription &other) const {
+    return qHeads == other.qHeads && norm == other.norm && rope == other.rope &&
+           rotaryDim == other.rotaryDim;
+  }
+};
+
 /// One kernel of the manifest ("kernels"[i]).
 struct KernelDescription {
   std::string name;
@@ -151,6 +171,8 @@ struct KernelDescription {
   /// input: it may be launched to overlap the previous kernel in its stream
   /// (manifest "programmatic_launch", optional, false where absent).
   bool programmaticLaunch = false;
+  /// The fused prologue; none where the manifest has no "prologue".
+  PrologueDescription prologue;
 };
 
 /// What a launch names: one description of the bundle. One of a kind that

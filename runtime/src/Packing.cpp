@@ -17,25 +17,38 @@ constexpr int kNumKinds = static_cast<int>(std::size(abi::kKindNames));
 constexpr int kNumQuantizations = 3;
 } // namespace
 
-const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly) {
+const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly,
+                           abi::PrologueParts prologue) {
+  // By kind, quantization, K-only, then the prologue's three parts as bits.
+  constexpr int kPrologues = 8;
   static const auto lists = [] {
-    auto all = std::make_unique<ParamList[]>(kNumKinds * kNumQuantizations * 2);
+    auto all = std::make_unique<ParamList[]>(kNumKinds * kNumQuantizations * 2 *
+                                             kPrologues);
     for (int k = 0; k < kNumKinds; ++k)
       for (int q = 0; q < kNumQuantizations; ++q)
-        for (int only = 0; only < 2; ++only) {
-          ParamList &list = all[(k * kNumQuantizations + q) * 2 + only];
-          abi::forEachParam(static_cast<KernelKind>(k),
-                            static_cast<Quantization>(q), only != 0,
-                            [&](const abi::ParamInfo &param) {
-                              list.params[list.count++] = &param;
-                            });
-        }
+        for (int only = 0; only < 2; ++only)
+          for (int bits = 0; bits < kPrologues; ++bits) {
+            ParamList &list =
+                all[((k * kNumQuantizations + q) * 2 + only) * kPrologues +
+                    bits];
+            abi::PrologueParts parts = {(bits & 1) != 0, (bits & 2) != 0,
+                                        (bits & 4) != 0};
+            abi::forEachParam(static_cast<KernelKind>(k),
+                              static_cast<Quantization>(q), only != 0, parts,
+                              [&](const abi::ParamInfo &param) {
+                                list.params[list.count++] = &param;
+                              });
+          }
     return all;
   }();
-  return lists[(static_cast<int>(kind) * kNumQuantizations +
-                static_cast<int>(quant)) *
-                   2 +
-               (kOnly ? 1 : 0)];
+  int bits =
+      (prologue.norm ? 1 : 0) | (prologue.rope ? 2 : 0) | (prologue.q ? 4 : 0);
+  return lists[((static_cast<int>(kind) * kNumQuantizations +
+                 static_cast<int>(quant)) *
+                    2 +
+                (kOnly ? 1 : 0)) *
+                   kPrologues +
+               bits];
 }
 
 /// The elements one step of `view`'s outermost dimension (a token of a row
@@ -89,8 +102,9 @@ Status packInAbiOrder(const KernelDescription &kernel,
                       const ParamValues &values, LaunchPlan *plan) {
   std::fill(std::begin(plan->bufferOf), std::end(plan->bufferOf), -1);
   const char *unset = nullptr;
-  const ParamList &list = paramList(kernel.kind, kernel.cache.quantization(),
-                                    !kernel.cache.hasValue());
+  const ParamList &list =
+      paramList(kernel.kind, kernel.cache.quantization(),
+                !kernel.cache.hasValue(), kernel.prologue.parts());
   for (int i = 0; i < list.count; ++i) {
     const abi::ParamInfo &param = *list.params[i];
     int id = static_cast<int>(param.id);

@@ -21,13 +21,14 @@ namespace kvrt::impl {
 
 /// One description's parameters, in ABI order (buffers first). Walking the
 /// ABI's table of every kind's parameters for each launch that plans cost
-/// more than the packing itself, so each (kind, quantization, K-only) list
-/// is made once, on first use.
+/// more than the packing itself, so each list (kind, quantization, K-only
+/// and prologue parts) is made once, on first use.
 struct ParamList {
   const abi::ParamInfo *params[kMaxParams];
   int count = 0;
 };
-const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly);
+const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly,
+                           abi::PrologueParts prologue = {});
 
 /// The value of each parameter of one launch, by abi::Param.
 struct ParamValues {

@@ -95,6 +95,9 @@ struct Rebase {
   int8_t argument[kMaxBuffers];
   uint64_t offset[kMaxBuffers];
   bool written[kMaxBuffers];
+  /// The buffer that q_out may share every byte with: query, where the plan
+  /// found them the same view (in place); -1 otherwise.
+  int8_t inPlace[kMaxBuffers];
   /// Bytes from data + byte_offset to one past the last element; 0 for an
   /// empty tensor.
   uint64_t reach[LaunchKey::kMaxTensors] = {};
@@ -122,6 +125,12 @@ Rebase makeRebase(const LaunchKey &key, const LaunchPlan &plan) {
     rebase.argument[i] = static_cast<int8_t>(a);
     rebase.offset[i] = view.begin() - base;
     rebase.written[i] = abi::kernelWrites(plan.kind, plan.bufferParams[i]);
+    rebase.inPlace[i] = -1;
+    if (plan.bufferParams[i] == abi::Param::QOut) {
+      int query = plan.bufferOf[static_cast<int>(abi::Param::Query)];
+      if (query >= 0 && plan.buffers[query].first == view.first)
+        rebase.inPlace[i] = static_cast<int8_t>(query);
+    }
     rebase.used[a] = true;
     rebase.elementBytes[a] = view.elementBytes;
     // A tensor's views (the K and V of a stacked cache) reach its end.
@@ -159,10 +168,15 @@ bool rebasePlan(const Rebase &rebase, const LaunchKey &key, LaunchPlan &plan) {
   for (int w = 0; w < plan.numBuffers; ++w) {
     if (!rebase.written[w] || begin[w] == end[w])
       continue;
-    for (int o = 0; o < plan.numBuffers; ++o)
+    for (int o = 0; o < plan.numBuffers; ++o) {
+      // Same shapes and strides as when planned: the same first element
+      // makes the same view, in place as planned.
+      if (o == rebase.inPlace[w] && begin[o] == begin[w])
+        continue;
       if (rebase.argument[o] != rebase.argument[w] && begin[o] != end[o] &&
           begin[o] < end[w] && begin[w] < end[o])
         return false;
+    }
   }
   for (int i = 0; i < plan.numBuffers; ++i)
     plan.buffers[i].first =

@@ -203,6 +203,47 @@ static TensorSpec scaleSpec(Param param, const KernelDescription &kernel) {
   return TensorSpec();
 }
 
+/// The fused prologue's tensors (docs/CONTRACT.md, "The fused prologue"):
+/// Q in and out with any strides, the cos/sin cache and the weights
+/// compact in the source dtype, epsilon an f32 [1]; rope_positions is an
+/// index tensor (AbiIndexSpecs). False for any other parameter.
+static bool prologueSpec(Param param, const KernelDescription &kernel,
+                         TensorSpec *out) {
+  const PrologueDescription &prologue = kernel.prologue;
+  const char *k = kernel.name.c_str();
+  DType source = kernel.sourceDtype;
+  int64_t headDim = kernel.cache.headDim;
+  switch (param) {
+  case Param::Query:
+  case Param::QOut:
+    *out = makeSpec(param, source, k, "[num_tokens, q_heads, head_dim]",
+                    {{"num_tokens", -1},
+                     {"q_heads", prologue.qHeads},
+                     {"head_dim", headDim}});
+    // Two Q elements at one address would be written by two threads.
+    out->injective = param == Param::QOut;
+    return true;
+  case Param::CosSinCache:
+    *out = makeSpec(param, source, k,
+                    "[max_position, rotary_dim] (compact, cos then sin)",
+                    {{"max_position", -1}, {"rotary_dim", prologue.rotaryDim}});
+    out->compact = true;
+    return true;
+  case Param::KNormWeight:
+  case Param::QNormWeight:
+    *out = makeSpec(param, source, k, "[head_dim] (compact)",
+                    {{"head_dim", headDim}});
+    out->compact = true;
+    return true;
+  case Param::Epsilon:
+    *out = makeSpec(param, DType::F32, k, "[1] (f32)", {{"1", 1}});
+    out->compact = true;
+    return true;
+  default:
+    return false;
+  }
+}
+
 /// V's rows: the appended V, the gathered V.
 static bool isValueRows(Param param) {
   return param == Param::Value || param == Param::ValueOut;
@@ -218,6 +259,8 @@ OperationSpecs makeSpecs(const KernelDescription &kernel) {
   // The rows, caches and scales, by what their elements are.
   for (const abi::ParamInfo &param : abi::kParams) {
     TensorSpec &spec = specs[param.id];
+    if (prologueSpec(param.id, kernel, &spec))
+      continue;
     bool kvC = param.id == Param::KvC;
     switch (param.element) {
     case abi::ParamElement::Source:

@@ -65,6 +65,74 @@ bool kindTakes(KernelKind kind, Param param) {
   return false;
 }
 
+/// Whether `when` is a part of a fused prologue.
+bool isPrologue(abi::ParamWhen when) {
+  return when == abi::ParamWhen::PrologueNorm ||
+         when == abi::ParamWhen::PrologueQNorm ||
+         when == abi::ParamWhen::PrologueRope ||
+         when == abi::ParamWhen::PrologueQ;
+}
+
+/// What a prologue part is, for a message.
+const char *prologuePart(abi::ParamWhen when) {
+  switch (when) {
+  case abi::ParamWhen::PrologueNorm:
+    return "norm = rms";
+  case abi::ParamWhen::PrologueQNorm:
+    return "norm = rms with q_heads";
+  case abi::ParamWhen::PrologueRope:
+    return "rope";
+  default:
+    return "q_heads";
+  }
+}
+
+/// A prologue tensor the description does not take is refused by name, and
+/// one it takes is required by name: a caller that passes Q to a kernel
+/// without a prologue would otherwise get an unrotated Q back and never
+/// know.
+Status checkPrologueGiven(const KernelDescription &kernel,
+                          const DLTensor *const given[kNumParamIds]) {
+  abi::PrologueParts parts = kernel.prologue.parts();
+  for (const abi::KernelParam &p : abi::kKernelParams) {
+    if (p.kind != kernel.kind || !isPrologue(p.when) ||
+        abi::paramInfo(p.id).role != abi::ParamRole::Buffer)
+      continue;
+    bool taken = abi::isPresent(p.when, Quantization::None, false, parts);
+    bool isGiven = given[static_cast<int>(p.id)] != nullptr;
+    if (taken && !isGiven)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "%s: tensor is NULL but the kernel '%s' has a fused "
+                        "prologue with %s, which takes it",
+                        abi::paramName(p.id), kernel.name.c_str(),
+                        prologuePart(p.when));
+    if (!taken && isGiven)
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "%s: must be NULL: the kernel '%s' has %s%s",
+                        abi::paramName(p.id), kernel.name.c_str(),
+                        kernel.prologue.any() ? "a fused prologue without "
+                                              : "no fused prologue",
+                        kernel.prologue.any() ? prologuePart(p.when) : "");
+  }
+  return Status();
+}
+
+/// q_out given as query itself: the same first element, shape and strides
+/// (vLLM rotates Q in place, and the kernels read the Q they need before
+/// they write it over). Any other overlap would have a thread read Q
+/// another thread already wrote: refused.
+bool isInPlaceQuery(const TensorView &written, Param writtenParam,
+                    const TensorView &other, Param otherParam) {
+  if (writtenParam != Param::QOut || otherParam != Param::Query ||
+      written.first != other.first || written.rank != other.rank)
+    return false;
+  for (int i = 0; i < written.rank; ++i)
+    if (written.shape[i] != other.shape[i] ||
+        (written.shape[i] > 1 && written.strides[i] != other.strides[i]))
+      return false;
+  return true;
+}
+
 /// The tensors a launch checks whole (a stacked cache once, not its K and
 /// V views), by parameter: what the one-device and overlap rules compare.
 struct WholeTensors {
@@ -292,8 +360,11 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
           abi::paramInfo(p.id).element != ParamElement::Cache && givenAt(p.id))
         return refuseValue(abi::paramName(p.id), kernel);
 
+  KVRT_RETURN_IF_ERROR(checkPrologueGiven(kernel, given));
+
   // Each buffer against its spec, in ABI order; the caches by the layout.
-  const ParamList &list = paramList(kind, cache.quantization(), !withValue);
+  const ParamList &list = paramList(kind, cache.quantization(), !withValue,
+                                    kernel.prologue.parts());
   TensorView views[kNumParamIds];
   CacheViews caches;
   ParamValues values;
@@ -302,7 +373,8 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
     const abi::ParamInfo &param = *list.params[i];
     if (param.role == abi::ParamRole::Scalar)
       break; // every buffer comes before the first scalar
-    if (param.element == ParamElement::F32 || param.id == Param::ValueCache)
+    if ((param.element == ParamElement::F32 && param.id != Param::Epsilon) ||
+        param.id == Param::ValueCache)
       continue; // checkScales, checkCaches
     if (param.id == Param::KeyCache) {
       KVRT_RETURN_IF_ERROR(
@@ -362,11 +434,24 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
         kernel, specs, given, *binder[static_cast<int>(Param::NumTokens)],
         &caches, &values, &whole));
 
+  // q_out may be query itself, and nothing else of it: said first, since
+  // a q_out shifted from query usually reaches the next section of the QKV
+  // rows too.
+  if (const TensorView *qOut = values.view(Param::QOut)) {
+    const TensorView &query = *values.view(Param::Query);
+    if (!isInPlaceQuery(*qOut, Param::QOut, query, Param::Query) &&
+        !checkDisjoint(*qOut, query).ok())
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "q_out: overlaps query but is not query itself; "
+                        "q_out may alias query only exactly (the same "
+                        "data + byte_offset, shape and strides)");
+  }
   // What the kind writes must not share bytes with anything else.
   for (int w = 0; w < whole.count; ++w)
     if (abi::kernelWrites(kind, whole.params[w]))
       for (int o = 0; o < whole.count; ++o)
-        if (o != w)
+        if (o != w && !isInPlaceQuery(*whole.views[w], whole.params[w],
+                                      *whole.views[o], whole.params[o]))
           KVRT_RETURN_IF_ERROR(checkDisjoint(*whole.views[w], *whole.views[o]));
 
   for (const StrideRule &rule : kStrides)

@@ -19,10 +19,31 @@
 
 #include "kvrt/kvrt.h"
 
+#include <iterator>
+
 namespace kvrt::impl {
 
-constexpr int kMaxBuffers = static_cast<int>(abi::maxBuffers());
-constexpr int kMaxScalars = static_cast<int>(abi::maxScalars());
+/// The most buffers (or scalars) any kernel takes, a fused prologue's
+/// included: abi::maxBuffers() and abi::maxScalars() count descriptions
+/// without one, and a prologue only adds parameters, so every part of one
+/// bounds them.
+constexpr int maxParamsWithPrologue(bool buffers) {
+  int most = 0;
+  for (int k = 0; k < static_cast<int>(std::size(abi::kKindNames)); ++k)
+    for (Quantization q :
+         {Quantization::None, Quantization::Static, Quantization::Dynamic}) {
+      int count = 0;
+      for (const abi::KernelParam &p : abi::kKernelParams)
+        if (p.kind == static_cast<KernelKind>(k) &&
+            abi::isPresent(p.when, q, false, {true, true, true}) &&
+            (abi::paramInfo(p.id).role == abi::ParamRole::Buffer) == buffers)
+          ++count;
+      most = count > most ? count : most;
+    }
+  return most;
+}
+constexpr int kMaxBuffers = maxParamsWithPrologue(/*buffers=*/true);
+constexpr int kMaxScalars = maxParamsWithPrologue(/*buffers=*/false);
 /// A buffer is one pointer parameter.
 constexpr int kMaxParams = kMaxBuffers + kMaxScalars;
 static_assert(kMaxParams >= static_cast<int>(abi::maxParams()),

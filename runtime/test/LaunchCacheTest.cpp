@@ -12,6 +12,7 @@
 #include "FakeDriverTest.h"
 #include "GpuLauncher.h"
 #include "PlanCache.h"
+#include "PrologueSupport.h"
 
 #include <vector>
 
@@ -250,6 +251,55 @@ TEST_F(LaunchTest, RebasedFusedAppendMovesEveryBuffer) {
                            reinterpret_cast<uintptr_t>(table.get()->data)));
   EXPECT_EQ(params[5], static_cast<int64_t>(
                            reinterpret_cast<uintptr_t>(cache.get()->data)));
+}
+
+TEST_F(LaunchTest, RebasedInPlaceQueryStaysInPlace) {
+  // q_out given as query itself (vLLM's in-place Q) at new addresses: the
+  // plan moves, both buffers to the one new address; a q_out that no longer
+  // is query is planned anew, and refused.
+  kvrt_bundle *raw = nullptr;
+  ASSERT_EQ(
+      load(bundleJson(describePrologue("kv_rope", "append", Parts())), &raw),
+      KVRT_SUCCESS)
+      << kvrt_last_error();
+  bundle.reset(raw);
+  registerRecorders(raw);
+  HostTensor positions = HostTensor::compact(i64(), {kTokens});
+  HostTensor cosSin = HostTensor::compact(bf16(), {kMaxPosition, kRotaryDim});
+  HostTensor kWeight = HostTensor::compact(bf16(), {kHeadDim});
+  HostTensor qWeight = HostTensor::compact(bf16(), {kHeadDim});
+  HostTensor epsilon = HostTensor::compact(f32(), {1});
+  auto launchInPlace = [&](const HostTensor &rows, uint64_t qOutOffset) {
+    HostTensor query = rows.view(bf16(), {kTokens, kQueryHeads, kHeadDim},
+                                 {kQkvRow, kHeadDim, 1}, 0);
+    HostTensor qOut = rows.view(bf16(), {kTokens, kQueryHeads, kHeadDim},
+                                {kQkvRow, kHeadDim, 1}, qOutOffset);
+    kvrt_append_args args = appendArgs();
+    args.kernel = "kv_rope";
+    args.query = query.get();
+    args.q_out = qOut.get();
+    args.rope_positions = positions.get();
+    args.cos_sin_cache = cosSin.get();
+    args.k_norm_weight = kWeight.get();
+    args.q_norm_weight = qWeight.get();
+    args.epsilon = epsilon.get();
+    return kvrt_append(bundle.get(), &args, nullptr);
+  };
+  ASSERT_EQ(launchInPlace(qkv, 0), KVRT_SUCCESS) << kvrt_last_error();
+  HostTensor rows = HostTensor::compact(bf16(), {kTokens, kQkvRow});
+  uint64_t rebases = PlanCache::rebases();
+  ASSERT_EQ(launchInPlace(rows, 0), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
+  std::vector<std::string> names = prologueParams("append", Parts());
+  int64_t address = reinterpret_cast<int64_t>(rows.data());
+  for (const char *name : {"query", "q_out"}) {
+    size_t at = std::find(names.begin(), names.end(), name) - names.begin();
+    EXPECT_EQ(recorded().params.at(at), address) << name;
+  }
+  EXPECT_EQ(launchInPlace(rows, 2), KVRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(kvrt_last_error(),
+              HasSubstr("q_out: overlaps query but is not query itself"));
+  EXPECT_EQ(PlanCache::rebases(), rebases + 1);
 }
 
 TEST_F(LaunchTest, RebasedGatherKeepsOnlyWhatItWritesDisjoint) {
@@ -499,7 +549,10 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
        &kvrt_append_args::slot_mapping, &kvrt_append_args::key_cache,
        &kvrt_append_args::value_cache, &kvrt_append_args::key_scale,
        &kvrt_append_args::value_scale, &kvrt_append_args::key_scale_cache,
-       &kvrt_append_args::value_scale_cache},
+       &kvrt_append_args::value_scale_cache, &kvrt_append_args::query,
+       &kvrt_append_args::q_out, &kvrt_append_args::rope_positions,
+       &kvrt_append_args::cos_sin_cache, &kvrt_append_args::k_norm_weight,
+       &kvrt_append_args::q_norm_weight, &kvrt_append_args::epsilon},
       /*hasVariant=*/true);
   expectEveryTensorKeyed<kvrt_slot_mapping_args>(
       {&kvrt_slot_mapping_args::block_table,
@@ -515,7 +568,12 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
        &kvrt_fused_append_args::key_cache, &kvrt_fused_append_args::value_cache,
        &kvrt_fused_append_args::key_scale, &kvrt_fused_append_args::value_scale,
        &kvrt_fused_append_args::key_scale_cache,
-       &kvrt_fused_append_args::value_scale_cache},
+       &kvrt_fused_append_args::value_scale_cache,
+       &kvrt_fused_append_args::query, &kvrt_fused_append_args::q_out,
+       &kvrt_fused_append_args::cos_sin_cache,
+       &kvrt_fused_append_args::k_norm_weight,
+       &kvrt_fused_append_args::q_norm_weight,
+       &kvrt_fused_append_args::epsilon},
       /*hasVariant=*/true);
   expectEveryTensorKeyed<kvrt_gather_args>(
       {&kvrt_gather_args::key_cache, &kvrt_gather_args::value_cache,

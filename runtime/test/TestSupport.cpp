@@ -52,6 +52,10 @@ template <Counter Calls> static kvrt_host_kernel recorderFor(int count) {
     return recorder<4, 9, Calls>;
   case 5 + 9: // quantized mla_append
     return recorder<5, 9, Calls>;
+  case 12 + 23: // append with every part of a prologue
+    return recorder<12, 23, Calls>;
+  case 13 + 26: // fused_append with every part of a prologue
+    return recorder<13, 26, Calls>;
   }
   return nullptr;
 }

@@ -35,7 +35,7 @@ namespace {
 /// Between them, every key of the schema: both cache geometries, x, a wide
 /// kernel with and without a bound, quantization, K-only and latent caches
 /// (one with inline scales),
-/// V of its own head size, a gather, and slot_mapping.
+/// V of its own head size, a gather, slot_mapping, and a fused prologue.
 constexpr const char *kDescriptions = R"mlir(module {
   kv.append @bound : !kv.cache<layout = paged_nhd, block_size = 16,
       num_kv_heads = 3, head_dim = 16, dtype = bf16> from bf16
@@ -65,6 +65,10 @@ constexpr const char *kDescriptions = R"mlir(module {
       num_kv_heads = 2, head_dim = 192, v_head_dim = 128, dtype = bf16> from bf16
   kv.slot_mapping @slots : !kv.cache<layout = paged_nhd, block_size = 16,
       num_kv_heads = 2, head_dim = 64, dtype = bf16>
+  kv.append @rope : !kv.cache<layout = paged_nhd, block_size = 16,
+      num_kv_heads = 2, head_dim = 64, dtype = bf16> from bf16
+      prologue #kv.prologue<q_heads = 4, norm = rms, rope = neox,
+                            rotary_dim = 32>
 })mlir";
 
 using Seen = std::set<std::pair<schema::Object, std::string>>;

@@ -151,7 +151,28 @@ typedef enum kvrt_variant {
  * description takes key_scale/value_scale (f32, compact, shape by
  * granularity), a dynamic one key_scale_cache/value_scale_cache (f32,
  * compact, one scale per slot, written); the others must be NULL, and so must
- * all four for an unquantized description. */
+ * all four for an unquantized description.
+ *
+ * The fused prologue (a description with #kv.prologue<q_heads, norm, rope,
+ * rotary_dim>, manifest "prologue"; docs/CONTRACT.md, "The fused prologue"):
+ * RMSNorm and RoPE of each K head (and Q head) in fp32 before the cache's
+ * quantization and store. The fields after value_scale_cache are its
+ * tensors, each required where the description's prologue has its part and
+ * NULL otherwise (refused by name either way); a caller built against a
+ * header without them (struct_size up to value_scale_cache) launches only
+ * descriptions without a prologue.
+ *   query, q_out    [num_tokens, q_heads, head_dim], source dtype, any
+ *                   strides (q_heads): Q in, and Q normalized and rotated
+ *                   out. q_out may be query itself (the same data +
+ *                   byte_offset, shape and strides: in place); any other
+ *                   overlap with a tensor of the launch is refused.
+ *   rope_positions  int64 [num_tokens], contiguous (rope; append only: the
+ *                   fused append takes the slot rule's position).
+ *   cos_sin_cache   [max_position, rotary_dim], source dtype, compact: row p
+ *                   is cos then sin (vLLM's) (rope).
+ *   k_norm_weight   [head_dim], source dtype, compact (norm).
+ *   q_norm_weight   [head_dim], source dtype, compact (norm with q_heads).
+ *   epsilon         f32 [1] (norm): RMSNorm's epsilon, read by the kernel. */
 typedef struct kvrt_append_args {
   size_t struct_size; /* KVRT_ARGS_INIT(kvrt_append_args) */
   const char *kernel;
@@ -165,6 +186,14 @@ typedef struct kvrt_append_args {
   const DLTensor *value_scale;
   const DLTensor *key_scale_cache;
   const DLTensor *value_scale_cache;
+  /* The fused prologue's tensors (above); NULL without a prologue. */
+  const DLTensor *query;
+  const DLTensor *q_out;
+  const DLTensor *rope_positions;
+  const DLTensor *cos_sin_cache;
+  const DLTensor *k_norm_weight;
+  const DLTensor *q_norm_weight;
+  const DLTensor *epsilon;
 } kvrt_append_args;
 #define KVRT_APPEND_ARGS_STRUCT_SIZE                                           \
   KVRT_STRUCT_SIZE(kvrt_append_args, value_scale_cache)
@@ -257,6 +286,14 @@ typedef struct kvrt_fused_append_args {
   const DLTensor *value_scale;
   const DLTensor *key_scale_cache;
   const DLTensor *value_scale_cache;
+  /* The fused prologue's tensors, as in kvrt_append_args; a token's
+   * position is the slot rule's, so there is no rope_positions. */
+  const DLTensor *query;
+  const DLTensor *q_out;
+  const DLTensor *cos_sin_cache;
+  const DLTensor *k_norm_weight;
+  const DLTensor *q_norm_weight;
+  const DLTensor *epsilon;
 } kvrt_fused_append_args;
 #define KVRT_FUSED_APPEND_ARGS_STRUCT_SIZE                                     \
   KVRT_STRUCT_SIZE(kvrt_fused_append_args, value_scale_cache)
@@ -397,6 +434,13 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_append_args, key_cache, KeyCache)                                     \
   X(kvrt_append_args, value_cache, ValueCache)                                 \
   KVRT_KIND_SCALE_TENSORS(X, kvrt_append_args)                                 \
+  X(kvrt_append_args, query, Query)                                            \
+  X(kvrt_append_args, q_out, QOut)                                             \
+  X(kvrt_append_args, rope_positions, RopePositions)                           \
+  X(kvrt_append_args, cos_sin_cache, CosSinCache)                              \
+  X(kvrt_append_args, k_norm_weight, KNormWeight)                              \
+  X(kvrt_append_args, q_norm_weight, QNormWeight)                              \
+  X(kvrt_append_args, epsilon, Epsilon)                                        \
   KVRT_KIND_REQUEST_TENSORS(X, kvrt_slot_mapping_args)                         \
   X(kvrt_slot_mapping_args, slot_mapping, SlotMapping)                         \
   X(kvrt_fused_append_args, key, Key)                                          \
@@ -405,6 +449,12 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_fused_append_args, key_cache, KeyCache)                               \
   X(kvrt_fused_append_args, value_cache, ValueCache)                           \
   KVRT_KIND_SCALE_TENSORS(X, kvrt_fused_append_args)                           \
+  X(kvrt_fused_append_args, query, Query)                                      \
+  X(kvrt_fused_append_args, q_out, QOut)                                       \
+  X(kvrt_fused_append_args, cos_sin_cache, CosSinCache)                        \
+  X(kvrt_fused_append_args, k_norm_weight, KNormWeight)                        \
+  X(kvrt_fused_append_args, q_norm_weight, QNormWeight)                        \
+  X(kvrt_fused_append_args, epsilon, Epsilon)                                  \
   X(kvrt_gather_args, key_cache, KeyCache)                                     \
   X(kvrt_gather_args, value_cache, ValueCache)                                 \
   X(kvrt_gather_args, slot_mapping, SlotMapping)                               \
