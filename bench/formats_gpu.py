@@ -1,7 +1,8 @@
 """kvgen's new cache formats and ops beside vLLM's kernels for them, in one process.
 
-    PYTHONPATH=python python3 bench/formats_gpu.py [--vllm-ext LIB.so] [--quick]
-        [--rows a,b,...] [--json OUT.json] [--md OUT.md]
+    KVGEN_CACHE_DIR=STAGE/kvgen-cache KVGEN_KVRT_LIB=STAGE/lib/libkvrt.so PYTHONPATH=python \
+        python3 bench/formats_gpu.py [--vllm-ext LIB.so] [--quick] [--rows a,b,...]
+        [--json OUT.json] [--md OUT.md]          (scripts/gpu-run.sh formats STAGE runs it)
     PYTHONPATH=python python3 bench/formats_gpu.py --precompile CACHE_DIR [--chip sm_90]
     PYTHONPATH=python python3 bench/formats_gpu.py --cpu-dry-run [--chip sm_90]
 
@@ -329,7 +330,6 @@ def bench_append(ctx, row, make_caches, make_inputs, ours, theirs, reference, nb
                 else:
                     v_us = t
             record(ctx, row, n, mode, k_us, v_us, nbytes_per_token * n, note.strip(), check)
-            del sets
 
 
 class Peer:
@@ -432,10 +432,10 @@ def row_fp8_ds_mla(ctx):
 
 # Gathers, conversions and copies (cold at prefill sizes, eager at a step's) ---------------------
 
-def bench_op(ctx, row, sizes, setup, ours, theirs, reference, outputs, nbytes):
-    """setup(n) -> state; ours/theirs(state) write outputs(state, who) ('kvgen' / 'vllm');
+def bench_op(ctx, row, small, sizes, setup, ours, theirs, reference, outputs, nbytes):
+    """small, sizes: the eager and the cold sizes; setup(n) -> state; ours/theirs(state) write outputs(state, who) ('kvgen' / 'vllm');
     reference(state) -> expected output. nbytes(n) -> bytes read and written."""
-    for mode, ns in (("eager", ctx.small), ("cold", sizes)):
+    for mode, ns in (("eager", small), ("cold", sizes)):
         for n in ns:
             st = setup(n)
             ours(st)
@@ -462,7 +462,6 @@ def bench_op(ctx, row, sizes, setup, ours, theirs, reference, outputs, nbytes):
                 k_us = cold_us(ctx, lambda: ours(st)) if ok else None
                 v_us = cold_us(ctx, lambda: theirs(st)) if peer_ok else None
             record(ctx, row, n, mode, k_us, v_us, nbytes(n), "", check)
-            del st
 
 
 def gather_row(ctx, row, fp8, cp):
@@ -510,13 +509,8 @@ def gather_row(ctx, row, fp8, cp):
         return ref_gather(cache, st["table"], st["cu"], torch.bfloat16,
                           scale if fp8 else None)
 
-    small = ctx.small
-    ctx.small = [256] if not ctx.dry else [64]
-    try:
-        bench_op(ctx, row, ctx.prefill, setup, ours, theirs, reference,
-                 lambda st, who: st[who], lambda n: n * (ENTRY * esize + ENTRY * 2 + 4))
-    finally:
-        ctx.small = small
+    bench_op(ctx, row, [64] if ctx.dry else [256], ctx.prefill, setup, ours, theirs, reference,
+             lambda st, who: st[who], lambda n: n * (ENTRY * esize + ENTRY * 2 + 4))
 
 
 def convert_row(ctx, row, to_fp8):
@@ -543,13 +537,8 @@ def convert_row(ctx, row, to_fp8):
     def reference(st):
         return q_fp8(st["src"], scale) if to_fp8 else dq_fp8(st["src"], scale, torch.bfloat16)
 
-    small = ctx.small
-    ctx.small = [256] if not ctx.dry else [64]
-    try:
-        bench_op(ctx, row, ctx.prefill, setup, ours, theirs, reference,
-                 lambda st, who: st[who], lambda n: max(1, n // BS) * BS * H * D * 3)
-    finally:
-        ctx.small = small
+    bench_op(ctx, row, [64] if ctx.dry else [256], ctx.prefill, setup, ours, theirs, reference,
+             lambda st, who: st[who], lambda n: max(1, n // BS) * BS * H * D * 3)
 
 
 def row_swap_blocks(ctx):
@@ -583,8 +572,8 @@ def row_swap_blocks(ctx):
         return dsts[who]
 
     # Sizes in blocks: a step's few blocks eagerly, then 1024 to 65536 tokens' blocks cold.
-    bench_op(ctx, "swap_blocks", [max(1, n // BS) for n in ctx.prefill], setup, ours, theirs,
-             reference, outputs, lambda b: min(b, nb) * block * 2)
+    bench_op(ctx, "swap_blocks", ctx.small, [max(1, n // BS) for n in ctx.prefill], setup, ours,
+             theirs, reference, outputs, lambda b: min(b, nb) * block * 2)
 
 
 ROW_FUNCS = {
