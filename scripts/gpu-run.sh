@@ -10,6 +10,11 @@
 #   dropins the drop-in ops beside the ops they replace (bench/dropins_gpu.py;
 #           FlashInfer where it imports, vLLM's ops where DROPINS_VLLM_EXT
 #           names their torch extension, built by the peer's build script)
+#   formats the new cache formats and ops beside vLLM's kernels for them
+#           (bench/formats_gpu.py; kernels and vLLM's source staged by
+#           bench/stage_formats.sh; vLLM's ops built first from
+#           STAGE_DIR/vllm_src, or FORMATS_VLLM_EXT names them built;
+#           FORMATS_ARGS adds arguments, e.g. --quick)
 #   all     suite, python and bench
 # The logs are also packed into OUT_DIR/WHAT-logs.tar.gz, with the summaries
 # and plots copied beside it: the record of a run, ready to copy back.
@@ -65,6 +70,27 @@ run_dropins() {
   ) || rc=$?
   sed 's/^/dropins: /' "$1/dropins.log" >> "$1/summary.txt"
 }
+run_formats() {
+  mkdir -p "$1"
+  (
+    export KVGEN_CACHE_DIR=$PWD/$stage/kvgen-cache \
+      KVGEN_KVRT_LIB=$PWD/$stage/lib/libkvrt.so \
+      PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+    ext=${FORMATS_VLLM_EXT:-}
+    if [ -z "$ext" ] && [ -d "$stage/vllm_src" ]; then
+      python3 bench/peers/vllm_formats/build.py --src "$stage/vllm_src" \
+        --build-dir "${TMPDIR:-/tmp}/vllm_formats" --status "$1/vllm_formats.json" \
+        > "$1/vllm_formats_build.log" 2>&1 &&
+        ext=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["so"])' \
+          "$1/vllm_formats.json")
+      tail -n 1 "$1/vllm_formats_build.log" > "$1/summary.txt"
+    fi
+    # shellcheck disable=SC2086
+    python3 bench/formats_gpu.py ${ext:+--vllm-ext "$ext"} ${FORMATS_ARGS:-} \
+      --json "$1/formats.json" --md "$1/formats.md" > "$1/formats.log" 2>&1
+  ) || rc=$?
+  sed 's/^/formats: /' "$1/formats.log" >> "$1/summary.txt"
+}
 run_bench() {
   bash scripts/bench.sh --budget "${KVBENCH_BUDGET:-540}" \
     ${KVBENCH_PEER:+--peer "$KVBENCH_PEER"} "$stage" "$1" || rc=$?
@@ -74,6 +100,7 @@ suite) run_suite "$logs" ;;
 python) run_python "$logs" ;;
 bench) run_bench "$logs" ;;
 dropins) run_dropins "$logs" ;;
+formats) run_formats "$logs" ;;
 all)
   GPU_SUITE_TIMEOUT=${GPU_SUITE_TIMEOUT:-150} \
     GPU_SUITE_SANITIZER_TIMEOUT=${GPU_SUITE_SANITIZER_TIMEOUT:-90} \
@@ -85,7 +112,7 @@ all)
     > "$logs/summary.txt" 2>/dev/null
   ;;
 *)
-  echo "usage: gpu-run.sh suite|python|bench|dropins|all [STAGE_DIR] [OUT_DIR]" >&2
+  echo "usage: gpu-run.sh suite|python|bench|dropins|formats|all [STAGE_DIR] [OUT_DIR]" >&2
   exit 2
   ;;
 esac
