@@ -2,6 +2,7 @@
 
 #include "kvgen/Plan/KernelPlan.h"
 #include "kvgen/Dialect/KV/IR/LatentEntry.h"
+#include "llvm/ADT/bit.h"
 
 #include <numeric>
 
@@ -317,11 +318,19 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   } else if (base.prologue) {
     // RMSNorm needs the sum of squares of the whole head before the first
     // store: one iteration takes a head, over lanes as a dynamic scale's
-    // group does.
+    // group does. A lane's units are chunks, or for NeoX a pair of chunks
+    // (i, i + rotary_dim / 2) for each chunk of the rotary part's first
+    // half (PrologueBodies.cpp): no more lanes than units, so that a lane
+    // reads and writes only its own chunks and none idles.
     constexpr int64_t kWarp = 32;
     base.chunksPerGroup = headDim / vec;
     int64_t g = base.chunksPerGroup;
-    base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
+    int64_t units = g;
+    if (base.prologue.hasRope() && base.prologue.isNeox())
+      units -= base.prologue.getRotaryDim() / 2 / vec;
+    base.lanesPerGroup = std::min<int64_t>(
+        {g & -g, kWarp,
+         static_cast<int64_t>(llvm::bit_floor(static_cast<uint64_t>(units)))});
   } else if (quant && quant.getMode() == kv::ScaleMode::Dynamic &&
              !base.readsRows()) {
     bool perToken = quant.getGranularity() == kv::ScaleGranularity::PerToken;

@@ -183,6 +183,13 @@ std::vector<std::string> Run::check(const Launcher &launch) {
   std::vector<uint8_t> qOut =
       poisoned(numTokens * std::max<int64_t>(qH, 1) * D, d.sourceDtype, 0xC3);
   std::vector<uint8_t> wantKey = keyCache, wantValue = valueCache, wantQ = qOut;
+  // In place, q_out is query's elements of the QKV buffer: everything else
+  // in it (K, V, the rows' padding, the Q rows of tokens that write no Q)
+  // must come back as it went.
+  std::vector<uint8_t> wantQkv = qkv;
+  const int64_t qOutStrideToken = c.inPlace ? rowElems : qH * D;
+  std::vector<uint8_t> &qOutWant = c.inPlace ? wantQkv : wantQ;
+  const int64_t qOutBase = c.inPlace ? qOffset : 0;
 
   // Static scales.
   std::vector<float> keyScale, valueScale;
@@ -204,7 +211,11 @@ std::vector<std::string> Run::check(const Launcher &launch) {
   while (part % vec != 0)
     vec /= 2;
   int64_t chunks = D / vec;
-  HeadSplit split{std::min<int64_t>(chunks & -chunks, 32), vec};
+  int64_t units = chunks - (spec.rope == Rope::Neox ? rotary / 2 / vec : 0);
+  int64_t unitLanes = 1;
+  while (unitLanes * 2 <= units)
+    unitLanes *= 2;
+  HeadSplit split{std::min<int64_t>({chunks & -chunks, 32, unitLanes}), vec};
   if (split.vec != plan.vectorElems || split.lanes != plan.lanesPerGroup)
     return {"the plan splits a head into " +
             std::to_string(plan.lanesPerGroup) + " lanes of " +
@@ -238,7 +249,7 @@ std::vector<std::string> Run::check(const Launcher &launch) {
       std::vector<float> y = prologueHead(spec, split, rowAt(qOffset, t, h), qw,
                                           epsilon, cs.data());
       for (int64_t e = 0; e < D; ++e)
-        put(wantQ, (t * qH + h) * D + e, y[e]);
+        put(qOutWant, qOutBase + t * qOutStrideToken + h * D + e, y[e]);
     }
     if (slots[t] < 0 || slots[t] >= capacity)
       continue;
@@ -311,7 +322,7 @@ std::vector<std::string> Run::check(const Launcher &launch) {
         buffer = vecBuffer(valueScale);
         break;
       case P::QOut:
-        buffer = vecBuffer(qOut);
+        buffer = c.inPlace ? qkvView(qOffset) : vecBuffer(qOut);
         break;
       case P::RopePositions:
         buffer = vecBuffer(positions);
@@ -367,7 +378,7 @@ std::vector<std::string> Run::check(const Launcher &launch) {
       v = 1;
       break;
     case P::QOutStrideToken:
-      v = qH * D;
+      v = qOutStrideToken;
       break;
     case P::QOutStrideHead:
       v = D;
@@ -417,7 +428,12 @@ std::vector<std::string> Run::check(const Launcher &launch) {
   };
   compare("key_cache", keyCache, wantKey, d.cacheDtype);
   compare("value_cache", valueCache, wantValue, d.cacheDtype);
-  compare("q_out", qOut, wantQ, d.sourceDtype);
+  if (c.inPlace) {
+    compare("q_out", qkv, wantQkv, d.sourceDtype);
+  } else {
+    compare("q_out", qOut, wantQ, d.sourceDtype);
+    compare("qkv", qkv, wantQkv, d.sourceDtype);
+  }
   return failures;
 }
 
@@ -492,13 +508,39 @@ Launcher prologue::gpuLauncher(CudaDriver &cu, CudaDriver::Handle module) {
     CudaDriver::Handle fn = nullptr;
     if (cu.cuModuleGetFunction(&fn, module, plan.name.c_str()) != 0)
       return "no kernel " + plan.name + " in the PTX";
-    std::vector<CudaDriver::CUdeviceptr> device(buffers.size(), 0);
+    // The host ranges, merged where they overlap: one device copy each.
+    struct Range {
+      uint8_t *begin, *end;
+      CudaDriver::CUdeviceptr device = 0;
+    };
+    std::vector<Range> ranges;
+    for (const HostBuffer &buffer : buffers) {
+      uint8_t *begin = static_cast<uint8_t *>(buffer.data);
+      ranges.push_back({begin, begin + buffer.bytes});
+    }
+    std::sort(ranges.begin(), ranges.end(),
+              [](const Range &a, const Range &b) { return a.begin < b.begin; });
+    std::vector<Range> merged;
+    for (const Range &r : ranges)
+      if (!merged.empty() && r.begin < merged.back().end)
+        merged.back().end = std::max(merged.back().end, r.end);
+      else
+        merged.push_back(r);
     std::string why;
-    for (size_t i = 0; i < buffers.size() && why.empty(); ++i)
-      if (cu.cuMemAlloc(&device[i], std::max<size_t>(buffers[i].bytes, 16)) !=
-              0 ||
-          cu.cuMemcpyHtoD(device[i], buffers[i].data, buffers[i].bytes) != 0)
+    for (size_t i = 0; i < merged.size() && why.empty(); ++i) {
+      size_t bytes = merged[i].end - merged[i].begin;
+      if (cu.cuMemAlloc(&merged[i].device, std::max<size_t>(bytes, 16)) != 0 ||
+          cu.cuMemcpyHtoD(merged[i].device, merged[i].begin, bytes) != 0)
         why = "cannot allocate or copy a buffer on the device";
+    }
+    std::vector<CudaDriver::CUdeviceptr> device;
+    for (const HostBuffer &buffer : buffers) {
+      uint8_t *begin = static_cast<uint8_t *>(buffer.data);
+      const Range &r = *std::prev(std::upper_bound(
+          merged.begin(), merged.end(), begin,
+          [](uint8_t *p, const Range &r) { return p < r.begin; }));
+      device.push_back(r.device + (begin - r.begin));
+    }
     if (why.empty()) {
       std::vector<void *> params;
       size_t b = 0, s = 0;
@@ -514,12 +556,12 @@ Launcher prologue::gpuLauncher(CudaDriver &cu, CudaDriver::Handle module) {
           cu.cuCtxSynchronize() != 0)
         why = "the launch of " + plan.name + " failed";
     }
-    for (size_t i = 0; i < buffers.size(); ++i)
-      if (device[i]) {
+    for (const Range &r : merged)
+      if (r.device) {
         if (why.empty() &&
-            cu.cuMemcpyDtoH(buffers[i].data, device[i], buffers[i].bytes) != 0)
+            cu.cuMemcpyDtoH(r.begin, r.device, r.end - r.begin) != 0)
           why = "cannot copy a buffer back from the device";
-        cu.cuMemFree(device[i]);
+        cu.cuMemFree(r.device);
       }
     return why;
   };
@@ -560,8 +602,10 @@ std::vector<Case> prologue::cases() {
       {true, Rope::Gptj, 2, 0},
   };
   auto add = [&](const Types &ty, const Shape &sh, bool norm, Rope rope,
-                 int64_t rotaryDim, int64_t qHeads, Kind kind = Kind::Append) {
+                 int64_t rotaryDim, int64_t qHeads, Kind kind = Kind::Append,
+                 bool inPlace = false) {
     Case c;
+    c.inPlace = inPlace;
     Description &d = c.desc;
     d.kind = kind;
     d.layout = sh.layout;
@@ -584,7 +628,7 @@ std::vector<Case> prologue::cases() {
               : rope == Rope::Gptj ? "_gptj"
                                    : "") +
              (rope != Rope::None ? std::to_string(rotaryDim) : "") + "_q" +
-             std::to_string(qHeads);
+             std::to_string(qHeads) + (inPlace ? "_inplace" : "");
     out.push_back(c);
   };
   int n = 0;
@@ -617,6 +661,30 @@ std::vector<Case> prologue::cases() {
       Kind::FusedAppend);
   add(types[3], shapes[0], true, Rope::None, 0, 4, Kind::FusedAppend);
   add(types[4], shapes[1], true, Rope::Neox, 32, 0, Kind::FusedAppend);
+  // In place: q_out is query, a strided view of the QKV buffer (vLLM's
+  // call). NeoX and GPT-J, with and without norm, full and partial rotary;
+  // NeoX rotary 32 of 128 (16 chunks: 2 pairs and 12 chunks alone, 14 units
+  // on 8 lanes), of 64 (a half of 4 elements, chunks of 2), a head of 160
+  // (18 units on 4 lanes, a loop of 5) and a head of 80 (GPT-J, 5 chunks a
+  // lane in a loop).
+  const Shape nhd128 = shapes[0];
+  add(types[0], nhd128, true, Rope::Neox, 128, 8, Kind::Append, true);
+  add(types[0], nhd128, false, Rope::Neox, 128, 4, Kind::Append, true);
+  add(types[0], nhd128, true, Rope::Neox, 64, 4, Kind::Append, true);
+  add(types[2], nhd128, false, Rope::Neox, 32, 2, Kind::Append, true);
+  add(types[1], nhd128, true, Rope::Gptj, 128, 4, Kind::Append, true);
+  add(types[0], nhd128, false, Rope::Gptj, 64, 2, Kind::Append, true);
+  add(types[3], shapes[1], true, Rope::Neox, 32, 4, Kind::Append, true);
+  add(types[4], shapes[2], true, Rope::Neox, 64, 2, Kind::Append, true);
+  add(types[0], nhd128, true, Rope::None, 0, 4, Kind::Append, true);
+  add(types[1], {Layout::PagedHND, 16, 2, 64}, true, Rope::Neox, 8, 2,
+      Kind::Append, true);
+  add(types[0], {Layout::PagedNHD, 16, 2, 160}, true, Rope::Neox, 32, 4,
+      Kind::Append, true);
+  add(types[0], {Layout::PagedNHD, 16, 2, 80}, true, Rope::Gptj, 80, 2,
+      Kind::Append, true);
+  add(types[0], nhd128, true, Rope::Neox, 128, 8, Kind::FusedAppend, true);
+  add(types[2], shapes[1], false, Rope::Gptj, 32, 2, Kind::FusedAppend, true);
   return out;
 }
 

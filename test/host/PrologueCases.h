@@ -31,6 +31,9 @@ namespace kvgen::prologue {
 struct Case {
   conformance::Description desc;
   conformance::PrologueSpec spec;
+  /// q_out is query itself (the same elements, the same strides): vLLM
+  /// rotates Q in place inside its fused QKV buffer.
+  bool inPlace = false;
 };
 
 /// Every description the suite covers, in the suite's order.
@@ -109,7 +112,9 @@ public:
 /// The GPU: `module` (loaded from the description's PTX) on device copies
 /// of the buffers, launched as kvrt would (docs/KERNEL-ABI.md's grid:
 /// ceil(num_tokens / tokens_per_block) blocks of threads_x x
-/// tokens_per_block), every buffer copied back.
+/// tokens_per_block), every buffer copied back. Buffers that overlap on the
+/// host (K, V and Q views of one QKV buffer; q_out that is query) share one
+/// device copy, so that the kernel sees the aliasing the caller made.
 Launcher gpuLauncher(CudaDriver &cu, CudaDriver::Handle module);
 
 /// What `kvgen-prologue-suite --emit-gpu=DIR` writes (DIR/prologue.manifest,

@@ -2,9 +2,9 @@
 //
 // What one iteration of an append with a `#kv.prologue` does: one head (a K
 // head with its V head, or a Q head) spread over lanes, RMSNorm's sum of
-// squares over the lanes, RoPE with the partner element read again from the
-// source, then the cache's own quantization and store (K, V) or the rounded
-// store to q_out (Q). The order of operations is docs/CONTRACT.md's ("The
+// squares over the lanes, RoPE (a NeoX pair of chunks in one lane), then the
+// cache's own quantization and store (K, V) or the rounded store to q_out
+// (Q). The order of operations is docs/CONTRACT.md's ("The
 // fused prologue"); the slot rules and index math are KVToLoops.cpp's.
 //
 //===----------------------------------------------------------------------===//
@@ -96,7 +96,7 @@ void KernelBuilder::emitPrologueHead(bool isQ, Value t, Value head, Value block,
   kv::PrologueAttr prologue = plan.prologue;
   int64_t vec = plan.vectorElems;
   int64_t lanes = plan.lanesPerGroup;
-  int64_t perLane = plan.chunksPerGroup / lanes;
+  int64_t chunks = plan.chunksPerGroup;
   Type f32 = b.getF32Type();
   auto f32Const = [&](double v) -> Value {
     return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
@@ -106,27 +106,85 @@ void KernelBuilder::emitPrologueHead(bool isQ, Value t, Value head, Value block,
       isQ ? SourceStrides{arg(P::QueryStrideToken), arg(P::QueryStrideHead),
                           arg(P::QueryStrideDim)}
           : sourceStrides(/*isKey=*/true);
-  // Chunk j of lane l is chunk l + j * lanes of the head, as in a dynamic
-  // scale's group: adjacent lanes touch adjacent chunks.
-  auto laneD0 = [&](Value lane, Value j) {
-    return mul(add(toI64(lane), mul(j, i64(lanes))), i64(vec));
+
+  // The head's units of work (docs/CONTRACT.md, "The fused prologue"): a
+  // chunk, or for NeoX a pair of chunks `(u, u + pairChunks)` for each chunk
+  // `u` of the rotary part's first half, then the chunks past the rotary
+  // part one a unit. A lane reads and writes only its own units' chunks, so
+  // no lane reads what another writes: q_out may be query itself.
+  bool neox = prologue.hasRope() && prologue.isNeox();
+  int64_t pairChunks = neox ? prologue.getRotaryDim() / 2 / vec : 0;
+  int64_t units = chunks - pairChunks;
+  // Unit j of lane l is unit l + j * lanes, as in a dynamic scale's group:
+  // adjacent lanes touch adjacent chunks. The plan's lanes need not divide
+  // the units (a NeoX head's half may be odd): the last round is guarded.
+  int64_t perLane = (units + lanes - 1) / lanes;
+  bool guarded = units % lanes != 0;
+  auto laneUnit = [&](Value lane, Value j) {
+    return add(toI64(lane), mul(j, i64(lanes)));
   };
-  constexpr int64_t kMaxChunksInRegisters = 4;
-  auto forEachLaneChunk =
-      [&](Value lane, ValueRange init,
-          llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body)
+  // An scf.if whose branches `then` and `other` (null: the values `acc`)
+  // yield values of acc's types; their results.
+  auto ifElse = [&](Value cond, ValueRange acc,
+                    llvm::function_ref<SmallVector<Value>()> then,
+                    llvm::function_ref<SmallVector<Value>()> other)
       -> SmallVector<Value> {
+    auto ifOp = scf::IfOp::create(b, acc.getTypes(), cond,
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard inner(b);
+    for (bool isThen : {true, false}) {
+      Block *block = isThen ? ifOp.thenBlock() : ifOp.elseBlock();
+      b.setInsertionPointToStart(block);
+      SmallVector<Value> out =
+          isThen ? then() : (other ? other() : SmallVector<Value>(acc));
+      if (!acc.empty())
+        scf::YieldOp::create(b, out);
+    }
+    return SmallVector<Value>(ifOp.getResults());
+  };
+  // `body` on each unit of `lane`: its chunks' first elements (two for a
+  // NeoX pair, the first rotated against the second; one otherwise) and the
+  // values carried from the lane's previous unit.
+  using UnitBody =
+      llvm::function_ref<SmallVector<Value>(ArrayRef<Value>, ValueRange)>;
+  auto onUnit = [&](Value u, ValueRange acc,
+                    UnitBody body) -> SmallVector<Value> {
+    auto pair = [&] {
+      return body({mul(u, i64(vec)), mul(add(u, i64(pairChunks)), i64(vec))},
+                  acc);
+    };
+    auto single = [&] {
+      return body({mul(add(u, i64(pairChunks)), i64(vec))}, acc);
+    };
+    if (pairChunks == 0)
+      return single();
+    if (units == pairChunks)
+      return pair();
+    return ifElse(cmp(arith::CmpIPredicate::ult, u, i64(pairChunks)), acc, pair,
+                  single);
+  };
+  constexpr int64_t kMaxUnitsInRegisters = 4;
+  auto forEachLaneUnit = [&](Value lane, ValueRange init,
+                             UnitBody body) -> SmallVector<Value> {
+    auto step = [&](Value u, ValueRange acc) -> SmallVector<Value> {
+      if (!guarded)
+        return onUnit(u, acc, body);
+      return ifElse(
+          cmp(arith::CmpIPredicate::ult, u, i64(units)), acc,
+          [&] { return onUnit(u, acc, body); }, nullptr);
+    };
     SmallVector<Value> acc(init);
-    if (perLane <= kMaxChunksInRegisters) {
+    if (perLane <= kMaxUnitsInRegisters) {
       for (int64_t j = 0; j < perLane; ++j)
-        acc = body(laneD0(lane, i64(j)), acc);
+        acc = step(laneUnit(lane, i64(j)), acc);
       return acc;
     }
     auto loop = scf::ForOp::create(b, index(0), index(perLane), index(1), acc);
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPointToStart(loop.getBody());
-    SmallVector<Value> next = body(laneD0(lane, toI64(loop.getInductionVar())),
-                                   loop.getRegionIterArgs());
+    SmallVector<Value> next =
+        step(laneUnit(lane, toI64(loop.getInductionVar())),
+             loop.getRegionIterArgs());
     if (!next.empty())
       scf::YieldOp::create(b, next);
     return SmallVector<Value>(loop.getResults());
@@ -136,10 +194,10 @@ void KernelBuilder::emitPrologueHead(bool isQ, Value t, Value head, Value block,
   };
 
   // RMSNorm's factor 1 / sqrt(sum(x^2) / head_dim + eps). Each lane sums
-  // the squares of its chunks in order, element by element; the lanes'
-  // sums are then added in lane order (an scf.reduce whose combine is not
-  // associative, which the GPU mapping gathers in that order), so the host
-  // and the GPU add in the same order (docs/CONTRACT.md).
+  // the squares of its units' chunks in order, element by element; the
+  // lanes' sums are then added in lane order (an scf.reduce whose combine is
+  // not associative, which the GPU mapping gathers in that order), so the
+  // host and the GPU add in the same order (docs/CONTRACT.md).
   Value factor;
   Value weights;
   if (prologue.hasNorm()) {
@@ -151,14 +209,16 @@ void KernelBuilder::emitPrologueHead(bool isQ, Value t, Value head, Value block,
     {
       OpBuilder::InsertionGuard inner(b);
       b.setInsertionPointToStart(sumLoop.getBody());
-      SmallVector<Value> acc = forEachLaneChunk(
-          sumLoop.getInductionVars()[0], {zero}, [&](Value d0, ValueRange in) {
-            Value sum = in[0];
-            for (Value x : loadX(d0))
-              sum =
-                  arith::AddFOp::create(b, sum, arith::MulFOp::create(b, x, x));
-            return SmallVector<Value>{sum};
-          });
+      SmallVector<Value> acc =
+          forEachLaneUnit(sumLoop.getInductionVars()[0], {zero},
+                          [&](ArrayRef<Value> d0s, ValueRange in) {
+                            Value sum = in[0];
+                            for (Value d0 : d0s)
+                              for (Value x : loadX(d0))
+                                sum = arith::AddFOp::create(
+                                    b, sum, arith::MulFOp::create(b, x, x));
+                            return SmallVector<Value>{sum};
+                          });
       auto reduce = scf::ReduceOp::create(b, acc);
       Block &combine = reduce.getReductions()[0].front();
       b.setInsertionPointToStart(&combine);
@@ -192,68 +252,65 @@ void KernelBuilder::emitPrologueHead(bool isQ, Value t, Value head, Value block,
                                    w[e]);
     return x;
   };
-  // RoPE of the chunk at d0 (its normalized values x) at the token's row of
-  // the cos/sin cache: a chunk lies wholly inside the first rotary_dim
-  // elements or past them (the plan's vector width divides rotary_dim, and
-  // for NeoX rotary_dim / 2).
-  auto rotate = [&](Value d0, SmallVector<Value> x) -> SmallVector<Value> {
-    if (!prologue.hasRope())
-      return x;
-    int64_t rotary = prologue.getRotaryDim();
-    int64_t half = rotary / 2;
-    SmallVector<Type> types(vec, f32);
-    auto ifRotated = scf::IfOp::create(
-        b, types, cmp(arith::CmpIPredicate::ult, d0, i64(rotary)),
-        /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard inner(b);
-    b.setInsertionPointToStart(ifRotated.elseBlock());
-    scf::YieldOp::create(b, x);
-    b.setInsertionPointToStart(ifRotated.thenBlock());
-    Value table = arg(P::CosSinCache);
+  // cos and sin of pair i: the two halves of the token's row of the cos/sin
+  // cache.
+  Value table = prologue.hasRope() ? arg(P::CosSinCache) : Value();
+  auto cosSinOf = [&](Value i) {
     auto load = [&](Value idx) {
       return emitFloatCast(
           b, memref::LoadOp::create(b, table, ValueRange{toIndex(idx)}), f32);
     };
-    // cos of pair j, sin of pair j: the two halves of the token's row.
-    auto cosSinOf = [&](Value j) {
-      Value at = add(cosSin, j);
-      return std::make_pair(load(at), load(add(at, i64(half))));
-    };
-    auto mulf = [&](Value a, Value c) {
-      return arith::MulFOp::create(b, a, c);
-    };
-    SmallVector<Value> out;
-    if (prologue.isNeox()) {
-      // Element i pairs with i + rotary_dim / 2: the partner chunk is read
-      // again from the source (and normalized alike), so no lane waits for
-      // another.
-      Value first = cmp(arith::CmpIPredicate::ult, d0, i64(half));
-      Value j0 = arith::SelectOp::create(b, first, d0, sub(d0, i64(half)));
-      Value partnerD0 =
-          arith::SelectOp::create(b, first, add(d0, i64(half)), j0);
-      SmallVector<Value> partner = normalized(partnerD0);
+    Value at = add(cosSin, i);
+    return std::make_pair(load(at),
+                          load(add(at, i64(prologue.getRotaryDim() / 2))));
+  };
+  auto mulf = [&](Value a, Value c) { return arith::MulFOp::create(b, a, c); };
+  // (x1, x2) -> (x1 c - x2 s, x2 c + x1 s), each product rounded.
+  auto rotatePair = [&](Value x1, Value x2, Value c, Value s) {
+    return std::make_pair(
+        Value(arith::SubFOp::create(b, mulf(x1, c), mulf(x2, s))),
+        Value(arith::AddFOp::create(b, mulf(x2, c), mulf(x1, s))));
+  };
+  // The unit at d0s, normalized and rotated. NeoX: element e of the first
+  // chunk (pair index d0 + e, below rotary_dim / 2) pairs with element e of
+  // the second; the plan's vector width divides rotary_dim / 2, so both are
+  // whole chunks, and a single chunk lies past rotary_dim. GPT-J: element 2i
+  // pairs with 2i + 1 inside the chunk (d0 is even), which lies wholly
+  // inside the first rotary_dim elements or past them.
+  auto rotated = [&](ArrayRef<Value> d0s) -> SmallVector<SmallVector<Value>> {
+    SmallVector<SmallVector<Value>> x;
+    for (Value d0 : d0s)
+      x.push_back(normalized(d0));
+    if (!prologue.hasRope() || (neox && d0s.size() == 1))
+      return x;
+    if (neox) {
+      SmallVector<Value> first, second;
       for (int64_t e = 0; e < vec; ++e) {
-        auto [c, s] = cosSinOf(add(j0, i64(e)));
-        Value xc = mulf(x[e], c);
-        Value ps = mulf(partner[e], s);
-        // (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
-        out.push_back(
-            arith::SelectOp::create(b, first, arith::SubFOp::create(b, xc, ps),
-                                    arith::AddFOp::create(b, xc, ps)));
+        auto [c, s] = cosSinOf(add(d0s[0], i64(e)));
+        auto [y1, y2] = rotatePair(x[0][e], x[1][e], c, s);
+        first.push_back(y1);
+        second.push_back(y2);
       }
-    } else {
-      // Element 2i pairs with 2i + 1, inside the chunk (d0 is even).
-      Value j0 = divConst(d0, 2);
-      for (int64_t e = 0; e < vec; ++e) {
-        auto [c, s] = cosSinOf(add(j0, i64(e / 2)));
-        Value xc = mulf(x[e], c);
-        Value ps = mulf(x[e ^ 1], s);
-        out.push_back(e % 2 == 0 ? Value(arith::SubFOp::create(b, xc, ps))
-                                 : Value(arith::AddFOp::create(b, xc, ps)));
-      }
+      return {first, second};
+    }
+    Value d0 = d0s[0];
+    SmallVector<Type> types(vec, f32);
+    auto ifRotated = scf::IfOp::create(
+        b, types,
+        cmp(arith::CmpIPredicate::ult, d0, i64(prologue.getRotaryDim())),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(ifRotated.elseBlock());
+    scf::YieldOp::create(b, x[0]);
+    b.setInsertionPointToStart(ifRotated.thenBlock());
+    Value j0 = divConst(d0, 2);
+    SmallVector<Value> out(vec);
+    for (int64_t e = 0; e < vec; e += 2) {
+      auto [c, s] = cosSinOf(add(j0, i64(e / 2)));
+      std::tie(out[e], out[e + 1]) = rotatePair(x[0][e], x[0][e + 1], c, s);
     }
     scf::YieldOp::create(b, out);
-    return SmallVector<Value>(ifRotated.getResults());
+    return {SmallVector<Value>(ifRotated.getResults())};
   };
 
   // K's and V's static scales, one per head.
@@ -283,32 +340,36 @@ void KernelBuilder::emitPrologueHead(bool isQ, Value t, Value head, Value block,
       b, ValueRange{index(0)}, ValueRange{index(lanes)}, ValueRange{index(1)});
   OpBuilder::InsertionGuard inner(b);
   b.setInsertionPointToStart(storeLoop.getBody());
-  forEachLaneChunk(
-      storeLoop.getInductionVars()[0], {}, [&](Value d0, ValueRange) {
-        // Every load of the chunk (K or Q, its partner, V) before its first
-        // store.
-        SmallVector<Value> x = rotate(d0, normalized(d0));
+  forEachLaneUnit(
+      storeLoop.getInductionVars()[0], {},
+      [&](ArrayRef<Value> d0s, ValueRange) {
+        // Every load of the unit (K or Q, V) before its first store.
+        SmallVector<SmallVector<Value>> x = rotated(d0s);
         if (isQ) {
-          storeRowChunk(fromElements(map(x,
-                                         [&](Value v) {
-                                           return emitFloatCast(
-                                               b, v, plan.sourceType);
-                                         }),
-                                     plan.sourceType),
-                        arg(P::QOut),
-                        {arg(P::QOutStrideToken), arg(P::QOutStrideHead),
-                         arg(P::QOutStrideDim)},
-                        t, head, d0);
+          for (auto [d0, y] : llvm::zip_equal(d0s, x))
+            storeRowChunk(fromElements(map(y,
+                                           [&](Value v) {
+                                             return emitFloatCast(
+                                                 b, v, plan.sourceType);
+                                           }),
+                                       plan.sourceType),
+                          arg(P::QOut),
+                          {arg(P::QOutStrideToken), arg(P::QOutStrideHead),
+                           arg(P::QOutStrideDim)},
+                          t, head, d0);
           return SmallVector<Value>();
         }
-        SmallVector<Value> v = toF32Elements(loadChunk(
-            arg(P::Value), sourceStrides(/*isKey=*/false), t, head, d0));
-        for (bool isKey : {true, false}) {
-          CacheStrides s = cacheStrides(isKey);
-          storeChunkAt(toCache(isKey ? x : v, isKey ? keyScale : valueScale),
-                       arg(isKey ? P::KeyCache : P::ValueCache), s,
-                       cacheOffset(s, block, head, pos, d0, isKey), isKey);
-        }
+        SmallVector<SmallVector<Value>> v;
+        for (Value d0 : d0s)
+          v.push_back(toF32Elements(loadChunk(
+              arg(P::Value), sourceStrides(/*isKey=*/false), t, head, d0)));
+        for (auto [d0, k, vv] : llvm::zip_equal(d0s, x, v))
+          for (bool isKey : {true, false}) {
+            CacheStrides s = cacheStrides(isKey);
+            storeChunkAt(toCache(isKey ? k : vv, isKey ? keyScale : valueScale),
+                         arg(isKey ? P::KeyCache : P::ValueCache), s,
+                         cacheOffset(s, block, head, pos, d0, isKey), isKey);
+          }
         return SmallVector<Value>();
       });
 }

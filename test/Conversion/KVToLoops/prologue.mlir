@@ -2,12 +2,15 @@
 // RUN: kvgen-opt %s -kv-to-loops -kv-loops-to-gpu -canonicalize -cse | FileCheck %s --check-prefix=GPU
 
 // The fused prologue's loop nest: one chunk-loop iteration per head (2 K
-// heads, then 4 Q heads), its 4 chunks over 4 lanes. The token's position
-// is read and bounded by max_position before anything of the token; K waits
-// for the slot check too, Q does not. RMSNorm's sum of squares is a lane
-// reduction (an scf.reduce of addf), then IEEE division and sqrt; NeoX reads
-// the partner chunk (rotary_dim / 2 = 8 elements away) again from the
-// source.
+// heads, then 4 Q heads). NeoX with rotary_dim 16 of 32: chunk 0 pairs with
+// chunk 1 (rotary_dim / 2 = 8 elements away), one unit of one lane; chunks 2
+// and 3 (past rotary_dim) are a unit each: 3 units over 2 lanes, the second
+// round guarded. The token's position is read and bounded by max_position
+// before anything of the token; K waits for the slot check too, Q does not.
+// RMSNorm's sum of squares is a lane reduction (an scf.reduce of addf) over
+// each unit's chunks, then IEEE division and sqrt. A pair's lane reads both
+// chunks, rotates them against each other and stores both: no lane reads a
+// chunk another stores, so q_out may be query itself.
 
 // CHECK-LABEL: func.func @p(
 // CHECK-SAME: kv.name = "query"
@@ -19,7 +22,7 @@
 // CHECK-SAME: kv.name = "epsilon"
 // CHECK-SAME: kv.name = "max_position"
 // CHECK-SAME: kv.name = "q_out_stride_dim"
-// CHECK-SAME: kv.launch = #kv.launch<threads_x = 24, tokens_per_block = 8, chunks_per_token = 24>
+// CHECK-SAME: kv.launch = #kv.launch<threads_x = 12, tokens_per_block = 16, chunks_per_token = 24>
 // CHECK: scf.parallel ({{.*}}) = (%c0, %c0) to (%{{.*}}, %c6)
 // CHECK: %[[SLOT:.*]] = memref.load %arg2
 // CHECK: %[[POS:.*]] = memref.load %arg7
@@ -29,33 +32,68 @@
 // CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[SLOT]]
 // CHECK: scf.if %[[VALID]] {
 // CHECK: scf.if %[[INCACHE]] {
-// CHECK: %[[SUM:.*]] = scf.parallel ({{.*}}) = (%c0) to (%c4) step (%c1) init
+// CHECK: %[[SUM:.*]] = scf.parallel ({{.*}}) = (%c0) to (%c2) step (%c1) init
+// CHECK: %[[UNIT:.*]] = arith.cmpi ult, %{{.*}}, %c3_i64
+// CHECK: scf.if %[[UNIT]] -> (f32) {
+// CHECK: %[[PAIR:.*]] = arith.cmpi ult, %{{.*}}, %c1_i64
+// CHECK: scf.if %[[PAIR]] -> (f32) {
+// CHECK: vector.load %arg0
+// CHECK: vector.load %arg0
+// CHECK: } else {
 // CHECK: vector.load %arg0
 // CHECK: scf.reduce
 // CHECK: arith.addf
 // CHECK: arith.divf %[[SUM]]
 // CHECK: memref.load %arg11
 // CHECK: llvm.call_intrinsic "llvm.sqrt.f32"
-// CHECK: scf.parallel ({{.*}}) = (%c0) to (%c4) step (%c1) {
-// CHECK: vector.load %arg9
-// CHECK: scf.if
+// CHECK: scf.parallel ({{.*}}) = (%c0) to (%c2) step (%c1) {
+// CHECK: scf.if %{{.*}} {
+// CHECK: scf.if %{{.*}} {
 // CHECK: vector.load %arg0
+// CHECK: vector.load %arg9
+// CHECK: vector.load %arg0
+// CHECK: vector.load %arg9
 // CHECK: memref.load %arg8
+// CHECK: arith.subf
+// CHECK: vector.load %arg1
+// CHECK: vector.load %arg1
+// CHECK: vector.store {{.*}}, %arg3
+// CHECK: vector.store {{.*}}, %arg4
+// CHECK: vector.store {{.*}}, %arg3
+// CHECK: vector.store {{.*}}, %arg4
+// CHECK: } else {
+// CHECK-NOT: memref.load %arg8
+// CHECK: vector.load %arg0
 // CHECK: vector.load %arg1
 // CHECK: vector.store {{.*}}, %arg3
 // CHECK: vector.store {{.*}}, %arg4
 // CHECK: } else {
 // CHECK: scf.if %[[INCACHE]] {
-// CHECK: scf.parallel ({{.*}}) = (%c0) to (%c4) step (%c1) init
+// CHECK: scf.parallel ({{.*}}) = (%c0) to (%c2) step (%c1) init
 // CHECK: vector.load %arg5
 // CHECK: memref.load %arg11
+// CHECK: scf.parallel ({{.*}}) = (%c0) to (%c2) step (%c1) {
+// CHECK: vector.load %arg5
 // CHECK: vector.load %arg10
+// CHECK: vector.load %arg5
+// CHECK: vector.load %arg10
+// CHECK: memref.load %arg8
+// CHECK: vector.store {{.*}}, %arg6
+// CHECK: vector.store {{.*}}, %arg6
+// CHECK: } else {
+// CHECK-NOT: memref.load %arg8
+// CHECK: vector.load %arg5
 // CHECK: vector.store {{.*}}, %arg6
 
-// On the GPU the sum is gathered from the group's 4 lanes in lane order
-// (shfl idx from lanes first + 0, 1, 2, 3), not a butterfly.
+// On the GPU each head's sum is gathered from the group's 2 lanes (member
+// mask 0b11 shifted to the group's first lane) in lane order (shfl idx from
+// lanes first + 0, 1), not a butterfly.
 // GPU-LABEL: gpu.func @p(
-// GPU-COUNT-4: nvvm.shfl.sync idx
+// GPU-NOT: bfly
+// GPU: arith.shli %c3_i32
+// GPU-COUNT-2: nvvm.shfl.sync idx
+// GPU-NOT: nvvm.shfl.sync
+// GPU: arith.divf
 // GPU-NOT: bfly
 kv.append @p : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 2, head_dim = 32, dtype = bf16> from bf16

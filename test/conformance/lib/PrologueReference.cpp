@@ -37,17 +37,32 @@ std::vector<float> kvgen::conformance::prologueHead(
   const int64_t headDim = static_cast<int64_t>(x.size());
   std::vector<float> y = x;
   if (spec.norm) {
-    // Each lane's sum over its own elements, then the lanes' in order.
+    // Each lane's sum over its own units' elements, then the lanes' in
+    // order. A unit is a chunk; for NeoX, each chunk c of the rotary part's
+    // first half makes a unit with chunk c + R / 2 / vec (c's elements,
+    // then its partner's), and the chunks past R follow, one a unit.
     const int64_t chunks = headDim / split.vec;
+    const int64_t pairs =
+        spec.rope == Rope::Neox ? spec.rotaryDim / 2 / split.vec : 0;
+    const int64_t units = chunks - pairs;
     float total = 0.0f;
     for (int64_t lane = 0; lane < split.lanes; ++lane) {
       float sum = 0.0f;
-      for (int64_t c = lane; c < chunks; c += split.lanes)
+      auto addChunk = [&](int64_t c) {
         for (int64_t e = 0; e < split.vec; ++e) {
           float v = x[c * split.vec + e];
           float square = v * v;
           sum = sum + square;
         }
+      };
+      for (int64_t u = lane; u < units; u += split.lanes) {
+        if (u < pairs) {
+          addChunk(u);
+          addChunk(u + pairs);
+        } else {
+          addChunk(u + pairs);
+        }
+      }
       total = total + sum;
     }
     float mean = total / static_cast<float>(headDim);

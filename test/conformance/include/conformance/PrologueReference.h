@@ -28,10 +28,12 @@ struct PrologueSpec {
 };
 
 /// How a kernel splits a head for the norm's sum (the plan's): `lanes`
-/// lanes of chunks of `vec` elements; lane l takes chunks l, l + lanes, ...
-/// The sum of squares adds, in order, each lane's elements (its chunks in
-/// turn, each element by element) from 0, then the lanes' sums in lane
-/// order from 0.
+/// lanes of units of chunks of `vec` elements; lane l takes units l,
+/// l + lanes, ... A unit is a chunk, except under NeoX RoPE: with
+/// P = rotary_dim / 2 / vec, unit u < P is the pair of chunks (u, u + P) and
+/// unit u >= P is chunk u + P. The sum of squares adds, in order, each
+/// lane's elements (its units in turn, a unit's chunks in turn, each element
+/// by element) from 0, then the lanes' sums in lane order from 0.
 struct HeadSplit {
   int64_t lanes = 1;
   int64_t vec = 1;
