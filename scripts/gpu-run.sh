@@ -12,8 +12,9 @@
 #           names their torch extension, built by the peer's build script)
 #   prologue the fused prologue beside the unfused sequence and its peers
 #           (bench/prologue_gpu.py; vLLM's kernels where PROLOGUE_VLLM_EXT
-#           names their torch extension or PROLOGUE_VLLM_SRC the sources
-#           bench/peers/build_vllm_prologue.py builds it from, vLLM's
+#           names their torch extension and it loads, else where
+#           PROLOGUE_VLLM_SRC names the sources that
+#           bench/peers/build_vllm_prologue.py builds it from; vLLM's
 #           reshape_and_cache_flash where DROPINS_VLLM_EXT names it,
 #           FlashInfer where it imports; PROLOGUE_QUICK=1 for a smoke run);
 #           prologue.json and prologue.md are copied to OUT_DIR
@@ -75,6 +76,13 @@ run_dropins() {
 run_prologue() {
   mkdir -p "$1"
   local ext=${PROLOGUE_VLLM_EXT:-}
+  # A library built elsewhere (against the same torch) saves the build; one
+  # that does not load here is rebuilt from the sources where they are given.
+  if [ -n "$ext" ] && [ -n "${PROLOGUE_VLLM_SRC:-}" ] &&
+    ! python3 -c 'import sys, torch; torch.ops.load_library(sys.argv[1])' "$ext" \
+      > "$1/vllm_prologue_load.log" 2>&1; then
+    ext=
+  fi
   if [ -z "$ext" ] && [ -n "${PROLOGUE_VLLM_SRC:-}" ]; then
     python3 bench/peers/build_vllm_prologue.py --src "$PROLOGUE_VLLM_SRC" \
       --build-dir "${TMPDIR:-/tmp}/vllm_prologue_peer" \
