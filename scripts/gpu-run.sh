@@ -15,6 +15,14 @@
 #           bench/stage_formats.sh; vLLM's ops built first from
 #           STAGE_DIR/vllm_src, or FORMATS_VLLM_EXT names them built;
 #           FORMATS_ARGS adds arguments, e.g. --quick)
+#   prologue the fused prologue beside the unfused sequence and its peers
+#           (bench/prologue_gpu.py; vLLM's kernels where PROLOGUE_VLLM_EXT
+#           names their torch extension and it loads, else where
+#           PROLOGUE_VLLM_SRC names the sources that
+#           bench/peers/build_vllm_prologue.py builds it from; vLLM's
+#           reshape_and_cache_flash where DROPINS_VLLM_EXT names it,
+#           FlashInfer where it imports; PROLOGUE_QUICK=1 for a smoke run);
+#           prologue.json and prologue.md are copied to OUT_DIR
 #   all     suite, python and bench
 # The logs are also packed into OUT_DIR/WHAT-logs.tar.gz, with the summaries
 # and plots copied beside it: the record of a run, ready to copy back.
@@ -91,6 +99,40 @@ run_formats() {
   ) || rc=$?
   sed 's/^/formats: /' "$1/formats.log" >> "$1/summary.txt"
 }
+run_prologue() {
+  mkdir -p "$1"
+  local ext=${PROLOGUE_VLLM_EXT:-}
+  # A library built elsewhere (against the same torch) saves the build; one
+  # that does not load here is rebuilt from the sources where they are given.
+  if [ -n "$ext" ] && [ -n "${PROLOGUE_VLLM_SRC:-}" ] &&
+    ! python3 -c 'import sys, torch; torch.ops.load_library(sys.argv[1])' "$ext" \
+      > "$1/vllm_prologue_load.log" 2>&1; then
+    ext=
+  fi
+  if [ -z "$ext" ] && [ -n "${PROLOGUE_VLLM_SRC:-}" ]; then
+    python3 bench/peers/build_vllm_prologue.py --src "$PROLOGUE_VLLM_SRC" \
+      --build-dir "${TMPDIR:-/tmp}/vllm_prologue_peer" \
+      --status "$1/vllm_prologue_build.json" > "$1/vllm_prologue_build.log" 2>&1
+    ext=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["so"] or "")' \
+      "$1/vllm_prologue_build.json" 2>/dev/null)
+  fi
+  local abs
+  abs=$(cd "$stage" && pwd)
+  (
+    export KVGEN_CACHE_DIR=$abs/kvgen-cache KVGEN_KVRT_LIB=$abs/lib/libkvrt.so \
+      PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+    python3 bench/prologue_gpu.py --bundle "$abs/bench/bench-prologue.bundle.json" \
+      ${ext:+--vllm-prologue-ext "$ext"} \
+      ${DROPINS_VLLM_EXT:+--vllm-cache-ext "$DROPINS_VLLM_EXT"} \
+      ${PROLOGUE_QUICK:+--quick} --out "$1" > "$1/prologue.log" 2>&1
+  ) || rc=$?
+  sed -n '/^## Targets/,$p' "$1/prologue.md" 2>/dev/null | sed 's/^/prologue: /' \
+    >> "$1/summary.txt"
+  tail -n 3 "$1/prologue.log" | sed 's/^/prologue: /' >> "$1/summary.txt"
+  for f in prologue.json prologue.md; do
+    if [ -f "$1/$f" ]; then cp "$1/$f" "$out/"; fi
+  done
+}
 run_bench() {
   bash scripts/bench.sh --budget "${KVBENCH_BUDGET:-540}" \
     ${KVBENCH_PEER:+--peer "$KVBENCH_PEER"} "$stage" "$1" || rc=$?
@@ -101,6 +143,7 @@ python) run_python "$logs" ;;
 bench) run_bench "$logs" ;;
 dropins) run_dropins "$logs" ;;
 formats) run_formats "$logs" ;;
+prologue) run_prologue "$logs" ;;
 all)
   GPU_SUITE_TIMEOUT=${GPU_SUITE_TIMEOUT:-150} \
     GPU_SUITE_SANITIZER_TIMEOUT=${GPU_SUITE_SANITIZER_TIMEOUT:-90} \
@@ -112,7 +155,7 @@ all)
     > "$logs/summary.txt" 2>/dev/null
   ;;
 *)
-  echo "usage: gpu-run.sh suite|python|bench|dropins|formats|all [STAGE_DIR] [OUT_DIR]" >&2
+  echo "usage: gpu-run.sh suite|python|bench|dropins|formats|prologue|all [STAGE_DIR] [OUT_DIR]" >&2
   exit 2
   ;;
 esac

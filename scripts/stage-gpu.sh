@@ -5,7 +5,8 @@
 # (default: BUILD_DIR/gpu-stage): the GPU suite and its bundles, the multi-GPU
 # test, kvrt's GPU test and its reference bundles, kvbench and its bundles,
 # the runtime example, libkvrt, the Python package's precompiled kernels and
-# the default bundle (with a cubin), and the fused prologue's runner
+# the default bundle (with a cubin), the prologue benchmark's bundle, and the
+# fused prologue's runner
 # (kvgen-prologue-gpu) with its kernels' PTX in DEST/prologue. The CUDA
 # machine needs no MLIR and builds nothing: it runs scripts/gpu-run.sh over
 # DEST.
@@ -36,6 +37,10 @@ KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile 
   --cache-dir "$dst/kvgen-cache" --target gpu --chip sm_90 --mla 512+64 \
   --block-size 64 --dtypes bf16 --kv-cache-dtypes auto,fp8_e4m3
 "$build/bin/kvgen" --emit=bundle --with-cubin -o "$dst/bin/default.bundle.json"
+# The fused prologue's benchmark (bench/prologue_gpu.py): its kernels beside
+# the plain appends of the same caches, with a cubin.
+"$build/bin/kvgen" bench/bench-prologue.mlir --emit=bundle --with-cubin \
+  -o "$dst/bench/bench-prologue.bundle.json"
 # The fused prologue: kvrt does not launch its kernels yet, so its PTX and
 # the kernels' plans and input seeds go here for kvgen-prologue-gpu.
 if [ -x "$build/bin/kvgen-prologue-suite" ]; then
