@@ -41,6 +41,24 @@ KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile 
 # the plain appends of the same caches, with a cubin.
 "$build/bin/kvgen" bench/bench-prologue.mlir --emit=bundle --with-cubin \
   -o "$dst/bench/bench-prologue.bundle.json"
+# ... and the kernels its vLLM drop-in row compiles on first use
+# (kvgen.vllm.fused_qk_norm_rope_and_reshape_and_cache_flash, Qwen3's shapes,
+# bf16 and fp8 caches, the fields it passes kvgen.compile), in the cache,
+# since the CUDA machine has no compiler.
+KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 - "$dst/kvgen-cache" <<'EOF'
+import sys
+
+from kvgen import compiler
+
+prologue = dict(q_heads=32, norm="rms", rope="neox", rotary_dim=128)
+for cache_dtype, quant in (("bf16", None),
+                           ("f8E4M3FN", ("fp8_e4m3", "per_tensor", "static"))):
+    compiler.cache_entry(
+        layout=compiler._VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8,
+        head_dim=128, dtype="bf16", cache_dtype=cache_dtype, quant=quant,
+        kernels=("append",), name="kv_prologue", prologue=prologue,
+        target="gpu", chip="sm_90", cache=sys.argv[1])
+EOF
 # The fused prologue: kvrt does not launch its kernels yet, so its PTX and
 # the kernels' plans and input seeds go here for kvgen-prologue-gpu.
 if [ -x "$build/bin/kvgen-prologue-suite" ]; then
