@@ -8,6 +8,7 @@
 
 #include "kvgen/Pipeline/HostJIT.h"
 #include "kvgen/Pipeline/Bundle.h"
+#include "kvgen/Pipeline/HostBuiltins.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -51,6 +52,7 @@ FailureOr<HostKernels> kvgen::compileForHost(ModuleOp module,
   buildHostPipeline(pm);
   if (failed(pm.run(module)))
     return failure();
+  defineHostBuiltins(module);
 
   ExecutionEngineOptions options;
   auto transformer = makeOptimizingTransformer(/*optLevel=*/2,

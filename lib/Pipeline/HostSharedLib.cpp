@@ -10,6 +10,7 @@
 #include "kvgen/Pipeline/HostSharedLib.h"
 #include "kvgen/ABI/ABI.h"
 #include "kvgen/Pipeline/Bundle.h"
+#include "kvgen/Pipeline/HostBuiltins.h"
 #include "kvgen/Pipeline/Pipeline.h"
 
 #include "RunTool.h"
@@ -53,13 +54,14 @@ void kvgen::printKVGenVersion(llvm::raw_ostream &os) {
 /// Defines `void _mlir_<f>(void **args)` for every kernel `f`: argument i is
 /// loaded from *args[i], the convention of MLIR's ExecutionEngine (whose own
 /// helper is not exported) and of kvrt's host launches. The kernels become
-/// hidden: only the packed entry points are the object's interface.
+/// hidden: only the packed entry points are the object's interface. A
+/// function hidden already (a runtime builtin, HostBuiltins.h) is no kernel.
 static void definePackedEntryPoints(llvm::Module &module) {
   llvm::LLVMContext &ctx = module.getContext();
   llvm::IRBuilder<> builder(ctx);
   SmallVector<llvm::Function *> kernels;
   for (llvm::Function &f : module.functions())
-    if (!f.isDeclaration() && !f.hasLocalLinkage())
+    if (!f.isDeclaration() && !f.hasLocalLinkage() && !f.hasHiddenVisibility())
       kernels.push_back(&f);
   for (llvm::Function *f : kernels) {
     auto *type = llvm::FunctionType::get(
@@ -316,6 +318,7 @@ FailureOr<std::string> kvgen::buildHostSharedLib(ModuleOp module,
            << triple.str();
 
   dropKVArgumentAttrs(module);
+  defineHostBuiltins(module);
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, "kvgen_host_kernels");
