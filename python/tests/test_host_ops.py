@@ -481,3 +481,61 @@ def test_repeated_op_call_still_validates_every_change():
     wide = np.zeros((NB, BS, H, 2 * D), np.float32)
     with pytest.raises(kvgen.InvalidArgumentError, match="key_cache"):
         kvgen.ops.reshape_and_cache_flash(key, key, wide[..., ::2], vc, slots)
+
+
+def test_bundle_prologue_position_outside_the_cos_sin_cache():
+    """A RoPE position outside [0, max_position) writes nothing for its
+    token: no K, V or q_out row (docs/CONTRACT.md, "The fused prologue").
+    Checked mode refuses the launch by name instead, nothing written, a
+    padding token's position included (its Q row is written otherwise)."""
+    maxpos, qh, n = 16, 4, 4
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="f32", target="host",
+                      prologue={"q_heads": qh, "norm": "rms", "rope": "neox",
+                                "rotary_dim": D})
+    rng = np.random.default_rng(12)
+    qkv = rng.standard_normal((n, qh + 2 * H, D)).astype(np.float32)
+    query, key, value = qkv[:, :qh], qkv[:, qh:qh + H], qkv[:, qh + H:]
+    kc = _poisoned((NB, BS, H, D), np.float32, rng)
+    vc = _poisoned((NB, BS, H, D), np.float32, rng)
+    q_out = _poisoned((n, qh, D), np.float32, rng)
+    slots = np.array([3, -1, 40, 70], np.int64)  # token 1 pads
+    prologue = dict(query=query, q_out=q_out,
+                    cos_sin_cache=rng.standard_normal(
+                        (maxpos, D)).astype(np.float32),
+                    k_norm_weight=np.ones(D, np.float32),
+                    q_norm_weight=np.ones(D, np.float32),
+                    epsilon=np.array([1e-6], np.float32))
+    before = [x.copy() for x in (kc, vc, q_out)]
+
+    def unchanged():
+        return all((bits(x) == bits(y)).all()
+                   for x, y in zip((kc, vc, q_out), before))
+
+    b.set_checked(True)
+    try:
+        for positions, message in (
+                ([1, 2, maxpos, 7], r"rope_positions\[2\] = 16 is outside "
+                 r"the cos/sin cache: cos_sin_cache has max_position 16"),
+                ([1, -1, 3, 7], r"rope_positions\[1\] = -1 is outside")):
+            with pytest.raises(kvgen.InvalidArgumentError, match=message):
+                b.append(key, value, slots, kc, vc,
+                         rope_positions=np.array(positions, np.int64),
+                         **prologue)
+            assert unchanged()
+    finally:
+        b.set_checked(False)
+    # Unchecked, the launch runs and the kernel skips token 2: its slot and
+    # its q_out row keep what they held; the padding token's Q is written.
+    b.append(key, value, slots, kc, vc,
+             rope_positions=np.array([1, 2, maxpos, 7], np.int64), **prologue)
+    kflat, vflat = kc.reshape(-1, H, D), vc.reshape(-1, H, D)
+    kbefore, vbefore = before[0].reshape(-1, H, D), before[1].reshape(-1, H, D)
+    assert (bits(kflat[40]) == bits(kbefore[40])).all()
+    assert (bits(vflat[40]) == bits(vbefore[40])).all()
+    assert (bits(q_out[2]) == bits(before[2][2])).all()
+    for t in (0, 1, 3):
+        assert (bits(q_out[t]) != bits(before[2][t])).any(), t
+    for t, slot in ((0, 3), (3, 70)):
+        assert (bits(vflat[slot]) == bits(value[t])).all()
+        assert (bits(kflat[slot]) != bits(kbefore[slot])).any()

@@ -77,7 +77,44 @@ static Status claimTableSlot(SlotOwners &owners, int64_t slot, int64_t t,
       static_cast<long long>(earlier));
 }
 
+/// max_position, the rows of the cos/sin cache, for a launch whose prologue
+/// has RoPE; -1 without one.
+static int64_t ropeMaxPosition(const LaunchPlan &plan) {
+  if (plan.bufferOf[static_cast<int>(Param::CosSinCache)] < 0)
+    return -1;
+  return plan.buffer(Param::CosSinCache).shape[0];
+}
+
+/// Whether `position` has a row in the cos/sin cache. The kernel checks it
+/// too, but without a read back it can only drop the token: no K, no V and
+/// no q_out row (docs/CONTRACT.md, "The fused prologue"). A padding token is
+/// no exception: its Q is written when its position is in range, so a
+/// position out of range drops a row the caller expects.
+static bool inCosSinCache(int64_t position, int64_t maxPosition) {
+  return position >= 0 && position < maxPosition;
+}
+
+/// append's prologue: token t rotates at rope_positions[t].
+static Status checkRopePositions(const LaunchPlan &plan, const ReadBytes &read,
+                                 int64_t maxPosition) {
+  HostIndex positions;
+  KVRT_RETURN_IF_ERROR(positions.read(plan.buffer(Param::RopePositions), read));
+  for (int64_t t = 0; t < plan.numTokens; ++t) {
+    int64_t position = positions.at(t);
+    if (!inCosSinCache(position, maxPosition))
+      return KVRT_CHECKED_ERROR(
+          "rope_positions[%lld] = %lld is outside the cos/sin cache: "
+          "cos_sin_cache has max_position %lld rows; the kernel would write "
+          "no K, V or Q for that token",
+          static_cast<long long>(t), static_cast<long long>(position),
+          static_cast<long long>(maxPosition));
+  }
+  return Status();
+}
+
 static Status checkSlotMapping(const LaunchPlan &plan, const ReadBytes &read) {
+  if (int64_t maxPosition = ropeMaxPosition(plan); maxPosition >= 0)
+    KVRT_RETURN_IF_ERROR(checkRopePositions(plan, read, maxPosition));
   HostIndex slots;
   KVRT_RETURN_IF_ERROR(slots.read(plan.buffer(Param::SlotMapping), read));
   // Bounded by the limits: num_blocks comes from a validated tensor and
@@ -113,7 +150,9 @@ static Status checkSlotMapping(const LaunchPlan &plan, const ReadBytes &read) {
 /// (docs/KERNEL-ABI.md, "slot_mapping"). What the kernel drops or moves
 /// without a word is refused here, named: a query_start_loc that is negative
 /// or decreases (its tokens would shift to another request), a negative
-/// context_lens, and a position past the block-table row.
+/// context_lens, a position past the block-table row, and, with a RoPE
+/// prologue, a position past the cos/sin cache (the position is the slot
+/// rule's, so it is checked from what is read here).
 static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
   const TensorView &tableView = plan.buffer(Param::BlockTable);
   HostIndex table, starts, lens;
@@ -140,12 +179,25 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
                                 static_cast<long long>(r),
                                 static_cast<long long>(lens.at(r)));
   }
+  int64_t maxPosition = ropeMaxPosition(plan);
   SlotOwners owners(plan.numTokens);
   for (int64_t r = 0; r < numReqs; ++r) {
     int64_t begin = starts.at(r);
     int64_t end = std::min<int64_t>(starts.at(r + 1), plan.numTokens);
     for (int64_t t = begin; t < end; ++t) {
       int64_t position = lens.at(r) + t - starts.at(r);
+      // Not negative: context_lens and the start were checked above.
+      if (maxPosition >= 0 && !inCosSinCache(position, maxPosition))
+        return KVRT_CHECKED_ERROR(
+            "token %lld (request %lld, position %lld = context_lens[%lld] "
+            "%lld + %lld) is outside the cos/sin cache: cos_sin_cache has "
+            "max_position %lld rows; the kernel would write no K, V or Q for "
+            "that token",
+            static_cast<long long>(t), static_cast<long long>(r),
+            static_cast<long long>(position), static_cast<long long>(r),
+            static_cast<long long>(lens.at(r)),
+            static_cast<long long>(t - starts.at(r)),
+            static_cast<long long>(maxPosition));
       int64_t column = position / plan.blockSize;
       if (column >= maxBlocks)
         return KVRT_CHECKED_ERROR(

@@ -4,7 +4,10 @@
 // "Duplicate slots"): before an append, kvrt copies the slot mapping (or the
 // block table and positions of a fused append) to the host and refuses a
 // launch with a slot out of range, a slot used twice, or a block id past the
-// cache, naming the first offending token. It synchronizes the stream, so it
+// cache, naming the first offending token. With a fused RoPE prologue it
+// also copies rope_positions (an append's; a fused append's positions are
+// the slot rule's) and refuses a position outside the cos/sin cache, which
+// the kernel would skip without a word. It synchronizes the stream, so it
 // is off by default and cannot be captured in a graph.
 //
 //===----------------------------------------------------------------------===//
@@ -26,8 +29,8 @@ namespace kvrt::impl {
 using ReadBytes =
     std::function<Status(const TensorView &view, void *out, size_t bytes)>;
 
-/// Refuses (INVALID_ARGUMENT) a launch whose slots break the rules above; OK
-/// for kinds that write no cache.
+/// Refuses (INVALID_ARGUMENT) a launch whose slots or RoPE positions break
+/// the rules above; OK for kinds that write no cache.
 Status checkSlots(const LaunchPlan &plan, const ReadBytes &read);
 
 } // namespace kvrt::impl

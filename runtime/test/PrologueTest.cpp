@@ -377,6 +377,114 @@ TEST_F(PrologueTest, RefusesQOutOverlappingAnythingElse) {
 }
 
 //===----------------------------------------------------------------------===//
+// Checked mode: a position outside the cos/sin cache
+//===----------------------------------------------------------------------===//
+
+/// The kernel writes nothing for a token whose position has no row in the
+/// cos/sin cache (no K, V or q_out row: docs/CONTRACT.md, "The fused
+/// prologue"), a padding token included, since its Q is written otherwise.
+/// Checked mode reads the positions (rope_positions, or the slot rule's for
+/// fused_append) and refuses such a launch by name; unchecked, it runs (the
+/// host suite checks that the token's bytes are left as they were).
+class PrologueCheckedTest : public PrologueTest {
+protected:
+  void SetUp() override {
+    PrologueTest::SetUp();
+    // Distinct slots, one padding token; every position in [0, 32).
+    setI64(slots, {0, 5, -1, 11, 2});
+    setI64(positions, {0, 3, 7, kMaxPosition - 1, 12});
+  }
+  static void setI64(HostTensor &tensor, std::vector<int64_t> values) {
+    std::memcpy(tensor.data(), values.data(), values.size() * sizeof(int64_t));
+  }
+  void checked(bool enabled) {
+    ASSERT_EQ(kvrt_bundle_set_checked(bundle.get(), enabled), KVRT_SUCCESS);
+  }
+  /// fused_append with every prologue tensor, the cos/sin cache `cosSinRows`
+  /// rows long, positions from a block table of `table`, request 0 at
+  /// context 0 (tokens 0-2) and request 1 at context `context1` (tokens 3-4).
+  kvrt_status fusedLaunch(HostTensor &cosSinRows, std::vector<int32_t> table,
+                          int32_t context1) {
+    std::vector<int32_t> starts = {0, 3, 5}, lens = {0, context1};
+    std::memcpy(blockTable.data(), table.data(), table.size() * 4);
+    std::memcpy(queryStartLoc.data(), starts.data(), starts.size() * 4);
+    std::memcpy(contextLens.data(), lens.data(), lens.size() * 4);
+    kvrt_fused_append_args args = fusedArgs();
+    args.kernel = "kv_fused_rope";
+    args.query = query.get();
+    args.q_out = qOut.get();
+    args.cos_sin_cache = cosSinRows.get();
+    args.k_norm_weight = kWeight.get();
+    args.q_norm_weight = qWeight.get();
+    args.epsilon = epsilon.get();
+    return kvrt_fused_append(bundle.get(), &args, nullptr);
+  }
+};
+
+TEST_F(PrologueCheckedTest, PositionsInRangeRun) {
+  checked(true);
+  ASSERT_EQ(launch(ropeArgs()), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(calls(), 1);
+}
+
+TEST_F(PrologueCheckedTest, PositionPastTheCosSinCacheIsRefused) {
+  checked(true);
+  setI64(positions, {0, 3, 7, kMaxPosition, 12});
+  expectRefused(launch(ropeArgs()), KVRT_ERROR_INVALID_ARGUMENT,
+                {"rope_positions[3] = 32 is outside the cos/sin cache: "
+                 "cos_sin_cache has max_position 32 rows; the kernel would "
+                 "write no K, V or Q for that token (checked mode)"});
+  // Unchecked, the same launch runs: the kernel skips the token.
+  checked(false);
+  ASSERT_EQ(launch(ropeArgs()), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(calls(), 1);
+}
+
+TEST_F(PrologueCheckedTest, NegativePositionIsRefused) {
+  checked(true);
+  setI64(positions, {0, -1, 7, 3, 12});
+  expectRefused(launch(ropeArgs()), KVRT_ERROR_INVALID_ARGUMENT,
+                {"rope_positions[1] = -1 is outside the cos/sin cache",
+                 "max_position 32"});
+}
+
+TEST_F(PrologueCheckedTest, PaddingTokensPositionIsChecked) {
+  // Token 2 pads (slot -1): it writes no K or V, but its Q row is written,
+  // so a position past the cos/sin cache drops a row the caller expects.
+  checked(true);
+  setI64(positions, {0, 3, 40, 3, 12});
+  expectRefused(launch(ropeArgs()), KVRT_ERROR_INVALID_ARGUMENT,
+                {"rope_positions[2] = 40 is outside the cos/sin cache"});
+}
+
+TEST_F(PrologueCheckedTest, FusedPositionPastTheCosSinCacheIsRefused) {
+  // An 8-row cos/sin cache, shorter than a block-table row (3 blocks of 4):
+  // the slot rule's position 8 has a slot but no row.
+  HostTensor shortCosSin = HostTensor::compact(bf16(), {8, kRotaryDim});
+  checked(true);
+  // Request 1 at context 6: positions 6 and 7.
+  ASSERT_EQ(fusedLaunch(shortCosSin, {0, 2, 2, 1, 2, 2}, 6), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(calls(), 1);
+  recorded() = Recorded();
+  // At context 7: positions 7 and 8.
+  expectRefused(fusedLaunch(shortCosSin, {0, 2, 2, 1, 2, 2}, 7),
+                KVRT_ERROR_INVALID_ARGUMENT,
+                {"token 4 (request 1, position 8 = context_lens[1] 7 + 1) is "
+                 "outside the cos/sin cache: cos_sin_cache has max_position 8 "
+                 "rows"});
+  // A padding token (negative block id) too: its Q would be written.
+  expectRefused(fusedLaunch(shortCosSin, {0, 2, 2, -1, -1, -1}, 7),
+                KVRT_ERROR_INVALID_ARGUMENT,
+                {"token 4 (request 1, position 8"});
+  // Unchecked, it runs: the kernel skips the token.
+  checked(false);
+  ASSERT_EQ(fusedLaunch(shortCosSin, {0, 2, 2, 1, 2, 2}, 7), KVRT_SUCCESS)
+      << kvrt_last_error();
+  EXPECT_EQ(calls(), 1);
+}
+
+//===----------------------------------------------------------------------===//
 // The manifest's prologue
 //===----------------------------------------------------------------------===//
 

@@ -91,10 +91,12 @@ kvrt_status kvrt_bundle_set_host_kernel(kvrt_bundle *bundle,
  * refuses (KVRT_ERROR_INVALID_ARGUMENT, nothing launched) a slot out of
  * range, a slot used by two tokens, a block id past num_blocks, a position
  * past its block-table row or page list, a negative context_lens, a negative
- * or decreasing query_start_loc, or a batch index out of range, naming the
- * first offending token or entry. Slow and not graph-capturable. Off by
- * default; the environment variable KVRT_CHECKED=1 turns it on for every bundle
- * loaded. */
+ * or decreasing query_start_loc, a batch index out of range, or, with a fused
+ * RoPE prologue, a position outside [0, max_position) of the cos/sin cache
+ * (rope_positions, or the fused append's slot-rule position; a padding
+ * token's included), naming the first offending token or entry. Slow and not
+ * graph-capturable. Off by default; the environment variable KVRT_CHECKED=1
+ * turns it on for every bundle loaded. */
 kvrt_status kvrt_bundle_set_checked(kvrt_bundle *bundle, int enabled);
 
 /* Programmatic dependent launch (sm_90 and newer, a CUDA 12 driver): a kernel
@@ -167,7 +169,9 @@ typedef enum kvrt_variant {
  *                   byte_offset, shape and strides: in place); any other
  *                   overlap with a tensor of the launch is refused.
  *   rope_positions  int64 [num_tokens], contiguous (rope; append only: the
- *                   fused append takes the slot rule's position).
+ *                   fused append takes the slot rule's position). A position
+ *                   outside [0, max_position) writes nothing for its token
+ *                   (no K, V or Q); checked mode refuses it.
  *   cos_sin_cache   [max_position, rotary_dim], source dtype, compact: row p
  *                   is cos then sin (vLLM's) (rope).
  *   k_norm_weight   [head_dim], source dtype, compact (norm).
