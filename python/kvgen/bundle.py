@@ -248,8 +248,9 @@ class Bundle:
         return found
 
     def set_checked(self, enabled=True):
-        """kvrt's checked mode (slot ranges and duplicates checked on the
-        host before each launch); needs a kvrt of bundle format 2 or later."""
+        """kvrt's checked mode (slot ranges and duplicates, and a prologue's
+        RoPE positions, checked on the host before each launch); needs a kvrt
+        of bundle format 2 or later."""
         k = _kvrt.lib()
         if k.bundle_set_checked is None:
             raise errors.KvgenError("this libkvrt has no checked mode")

@@ -12,8 +12,8 @@
 // cos/sin cache). The cases, inputs and comparison are PrologueCases.cpp's,
 // shared with kvgen-prologue-gpu.
 //
-// kvrt does not launch prologue kernels yet, so the parameters are packed
-// here, from the plan's list, rather than by kvrt.
+// The parameters are packed here, from the plan's list, rather than by
+// kvrt: the suite checks the kernels, kvrt's own tests check its packing.
 //
 //   kvgen-prologue-suite            every description, on the host
 //   kvgen-prologue-suite --filter=S only those whose name contains S
