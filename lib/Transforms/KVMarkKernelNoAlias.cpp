@@ -13,6 +13,23 @@ namespace kvgen {
 
 using namespace mlir;
 
+/// The kernel's parameter names in argument order (kv-loops-to-gpu keeps
+/// them there, as convert-gpu-to-nvvm drops kv.name from the arguments).
+static constexpr llvm::StringLiteral kParamNamesAttrName = "kv.param_names";
+
+/// Whether a buffer may share its elements with another buffer of the same
+/// launch: `q_out` may be `query` itself (the prologue rotates Q in place;
+/// kvrt accepts exactly that alias). A store through `q_out` then writes
+/// what `query` reads, so neither pointer may be `noalias` (LLVM's rules
+/// make that undefined), nor may `query` be read through the non-coherent
+/// cache, which `noalias` would let LLVM choose (kv-pin-addresses marks
+/// loads invariant only through `noalias` parameters).
+static bool mayShareWithAnother(StringAttr name) {
+  using kvgen::abi::Param;
+  return name.getValue() == kvgen::abi::paramName(Param::Query) ||
+         name.getValue() == kvgen::abi::paramName(Param::QOut);
+}
+
 namespace {
 struct KVMarkKernelNoAliasPass
     : public kvgen::impl::KVMarkKernelNoAliasBase<KVMarkKernelNoAliasPass> {
@@ -28,15 +45,34 @@ struct KVMarkKernelNoAliasPass
     });
     if (unlowered.wasInterrupted())
       return signalPassFailure();
-    getOperation().walk([](LLVM::LLVMFuncOp func) {
+    WalkResult marked = getOperation().walk([](LLVM::LLVMFuncOp func) {
       // Only kernels that kv-to-loops made: their buffers are kvrt-checked.
       if (!func->hasAttr(kvgen::kLaunchAttrName))
-        return;
-      for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
-        if (isa<LLVM::LLVMPointerType>(type))
-          func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
-                          UnitAttr::get(func.getContext()));
+        return WalkResult::advance();
+      // The names, where the kernel carries them (kv-loops-to-gpu writes
+      // them; a hand-written kernel may not), one per argument now that
+      // kv-bare-pointer-params has made each buffer one pointer.
+      auto names = func->getAttrOfType<ArrayAttr>(kParamNamesAttrName);
+      if (names && names.size() != func.getNumArguments()) {
+        func.emitError() << kParamNamesAttrName << " names " << names.size()
+                         << " parameters, the kernel has "
+                         << func.getNumArguments()
+                         << " (kv-mark-kernel-noalias runs after "
+                            "kv-bare-pointer-params)";
+        return WalkResult::interrupt();
+      }
+      for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+        if (!isa<LLVM::LLVMPointerType>(type))
+          continue;
+        if (names && mayShareWithAnother(cast<StringAttr>(names[i])))
+          continue;
+        func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
+                        UnitAttr::get(func.getContext()));
+      }
+      return WalkResult::advance();
     });
+    if (marked.wasInterrupted())
+      signalPassFailure();
   }
 };
 } // namespace

@@ -116,8 +116,9 @@ static void pinAddresses(LLVM::InlineAsmOp pin) {
         LLVM::AddrSpaceCastOp::create(b, loc, gep.getType(), address);
     // Through the copy LLVM no longer sees the noalias parameter under the
     // load, which is what let it read through the non-coherent cache; no
-    // kernel writes its sources (kvrt refuses a written buffer that
-    // overlaps another), so the loads say so themselves.
+    // kernel writes a noalias source (kvrt refuses a written buffer that
+    // overlaps another), so the loads say so themselves. A source that is
+    // not noalias (`query`, which `q_out` may be) keeps plain loads.
     bool noalias =
         func.getArgAttr(param.getArgNumber(),
                         LLVM::LLVMDialect::getNoAliasAttrName()) != nullptr;

@@ -100,6 +100,13 @@ def KVMarkKernelNoAlias : Pass<"kv-mark-kernel-noalias", "::mlir::gpu::GPUModule
     lets LLVM keep K and V loads ahead of the cache stores and read the
     inputs through the non-coherent cache (`ld.global.nc`). The memref
     lowering cannot carry the attribute from the memref to the pointer.
+    The exception is `query` and `q_out`, which may be one buffer (the
+    prologue rotates Q in place, the one overlap kvrt accepts): neither is
+    marked, as a store through `q_out` writes what `query` reads. The pass
+    tells them apart by the kernel's `kv.param_names` (kv-loops-to-gpu
+    writes it; convert-gpu-to-nvvm drops `kv.name` from the arguments), one
+    name per argument of the bare-pointer kernel; a kernel without it (a
+    hand-written one) has every pointer marked.
   }];
 }
 

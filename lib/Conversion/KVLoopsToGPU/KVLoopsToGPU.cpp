@@ -224,10 +224,19 @@ static LogicalResult mapToKernel(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                                   .getAttr(func))
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     builder.getI32IntegerAttr(int32_t(minBlocks.getInt())));
+  SmallVector<Attribute> names;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
     if (Attribute name =
-            func.getArgAttr(i, kv::KVDialect::getParamNameAttrName()))
+            func.getArgAttr(i, kv::KVDialect::getParamNameAttrName())) {
       kernel.setArgAttr(i, kv::KVDialect::getParamNameAttrName(), name);
+      names.push_back(name);
+    }
+  // convert-gpu-to-nvvm drops the argument attributes it does not know,
+  // kv.name among them; the names, in argument order, ride on the kernel
+  // itself for kv-mark-kernel-noalias, which must tell query and q_out apart
+  // from the other buffers.
+  if (names.size() == func.getNumArguments())
+    kernel->setAttr("kv.param_names", builder.getArrayAttr(names));
 
   IRMapping map;
   map.map(func.getArguments(), kernel.getArguments());

@@ -2,11 +2,12 @@
 
 // kv-loops-to-gpu on its own input (not kv-to-loops' output): the launch
 // geometry comes from #kv.launch, the body is cloned under the token guard
-// and a chunk loop strides by threads_x.
+// and a chunk loop strides by threads_x. The parameter names also ride on
+// the kernel (kv.param_names), which convert-gpu-to-nvvm keeps.
 
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: gpu.func @copy(
-// CHECK-SAME: kernel attributes {known_block_size = array<i32: 2, 4, 1>, kv.launch = #kv.launch<threads_x = 2, tokens_per_block = 4, chunks_per_token = 6>}
+// CHECK-SAME: kernel attributes {known_block_size = array<i32: 2, 4, 1>, kv.launch = #kv.launch<threads_x = 2, tokens_per_block = 4, chunks_per_token = 6>, kv.param_names = ["key_cache", "num_tokens"]}
 // CHECK-DAG: %[[BX:.*]] = gpu.block_id x
 // CHECK-DAG: %[[TX:.*]] = gpu.thread_id x
 // CHECK-DAG: %[[TY:.*]] = gpu.thread_id y

@@ -75,7 +75,7 @@ func.func @bound_on_an_op(%a: i64) -> i64 {
 // -----
 
 func.func @typo(%a: i64) -> i64 {
-  // expected-error @+1 {{'kv.before_slots' is not an attribute of the kv dialect; expected kv.launch, kv.min_blocks_per_sm, kv.before_slot, kv.keep_wide, kv.keep_narrow or kv.source_offset_pin (kv.name belongs on a function argument)}}
+  // expected-error @+1 {{'kv.before_slots' is not an attribute of the kv dialect; expected kv.launch, kv.min_blocks_per_sm, kv.before_slot, kv.keep_wide, kv.keep_narrow, kv.source_offset_pin or kv.param_names (kv.name belongs on a function argument)}}
   %0 = arith.addi %a, %a {kv.before_slots} : i64
   return %0 : i64
 }

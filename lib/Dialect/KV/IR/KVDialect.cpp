@@ -228,6 +228,28 @@ LogicalResult KVDialect::verifyContractAttribute(Operation *op,
                     << " result";
     return success();
   }
+  // The kernel's parameter names in argument order, from kv-loops-to-gpu to
+  // kv-mark-kernel-noalias: convert-gpu-to-nvvm drops kv.name from the
+  // arguments.
+  if (name.getValue() == "kv.param_names") {
+    auto names = dyn_cast<ArrayAttr>(value);
+    if (!names || !llvm::all_of(names, llvm::IsaPred<StringAttr>))
+      return emit() << "must be an array of parameter names, got " << value;
+    if (!isa<FunctionOpInterface>(op))
+      return emit() << "names a kernel's parameters: it belongs on a "
+                       "function, not on '"
+                    << op->getName() << "'";
+    for (Attribute entry : names) {
+      StringRef param = cast<StringAttr>(entry).getValue();
+      if (llvm::none_of(kvgen::abi::kParams,
+                        [&](const kvgen::abi::ParamInfo &info) {
+                          return param == info.name;
+                        }))
+        return emit() << "'" << param
+                      << "' is not a parameter of the kernel ABI";
+    }
+    return success();
+  }
   if (name == getSourceOffsetPinAttrHelper().getName()) {
     if (!isa<UnitAttr>(value))
       return emit() << "is a unit attribute, got " << value;
@@ -243,8 +265,8 @@ LogicalResult KVDialect::verifyContractAttribute(Operation *op,
          << "'" << name.getValue()
          << "' is not an attribute of the kv dialect; expected kv.launch, "
             "kv.min_blocks_per_sm, kv.before_slot, kv.keep_wide, "
-            "kv.keep_narrow or kv.source_offset_pin (kv.name belongs on a "
-            "function argument)";
+            "kv.keep_narrow, kv.source_offset_pin or kv.param_names (kv.name "
+            "belongs on a function argument)";
 }
 
 //===----------------------------------------------------------------------===//
