@@ -409,8 +409,9 @@ constexpr size_t countParams(KernelKind kind, Quantization quant,
 
 /// The most parameters and buffers any kernel takes: kvrt's fixed-size
 /// launch arrays. A K-only cache only drops parameters, so counting with
-/// K and V bounds it. kvrt does not launch a fused prologue's kernels yet,
-/// so a prologue's parameters are not counted.
+/// K and V bounds it. A fused prologue's parameters are not counted here:
+/// kvrt bounds its arrays with every part of a prologue counted
+/// (runtime/src/Validation.h, maxParamsWithPrologue).
 constexpr size_t maxParams() {
   size_t most = 0;
   for (KernelKind kind : {
