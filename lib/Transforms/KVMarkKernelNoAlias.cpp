@@ -1,5 +1,6 @@
 //===- KVMarkKernelNoAlias.cpp - noalias on kv kernels' buffer pointers ---===//
 
+#include "kvgen/Dialect/KV/IR/KVDialect.h"
 #include "kvgen/Plan/KernelPlan.h"
 #include "kvgen/Transforms/Passes.h"
 
@@ -15,7 +16,8 @@ using namespace mlir;
 
 /// The kernel's parameter names in argument order (kv-loops-to-gpu keeps
 /// them there, as convert-gpu-to-nvvm drops kv.name from the arguments).
-static constexpr llvm::StringLiteral kParamNamesAttrName = "kv.param_names";
+static constexpr llvm::StringLiteral kParamNamesAttrName =
+    kvgen::kv::KVDialect::ParamNamesAttrHelper::getNameStr();
 
 /// Whether a buffer may share its elements with another buffer of the same
 /// launch: `q_out` may be `query` itself (the prologue rotates Q in place;

@@ -236,7 +236,8 @@ static LogicalResult mapToKernel(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   // itself for kv-mark-kernel-noalias, which must tell query and q_out apart
   // from the other buffers.
   if (names.size() == func.getNumArguments())
-    kernel->setAttr("kv.param_names", builder.getArrayAttr(names));
+    kernel->setAttr(kv::KVDialect::ParamNamesAttrHelper::getNameStr(),
+                    builder.getArrayAttr(names));
 
   IRMapping map;
   map.map(func.getArguments(), kernel.getArguments());

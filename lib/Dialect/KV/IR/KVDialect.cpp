@@ -231,7 +231,7 @@ LogicalResult KVDialect::verifyContractAttribute(Operation *op,
   // The kernel's parameter names in argument order, from kv-loops-to-gpu to
   // kv-mark-kernel-noalias: convert-gpu-to-nvvm drops kv.name from the
   // arguments.
-  if (name.getValue() == "kv.param_names") {
+  if (name.getValue() == ParamNamesAttrHelper::getNameStr()) {
     auto names = dyn_cast<ArrayAttr>(value);
     if (!names || !llvm::all_of(names, llvm::IsaPred<StringAttr>))
       return emit() << "must be an array of parameter names, got " << value;

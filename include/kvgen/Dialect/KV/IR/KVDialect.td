@@ -44,14 +44,19 @@ def KV_Dialect : Dialect {
       kv-to-loops narrowed, which kv-pin-before-slot keeps 32-bit;
     - `kv.source_offset_pin` (unit, on an `llvm.inline_asm` copy of one i64
       to an i64): a pinned source offset, from kv-pin-before-slot to
-      kv-pin-addresses.
+      kv-pin-addresses;
+    - `kv.param_names` (an array of the kernel ABI's parameter names, on a
+      kernel function): its parameters' names in argument order, from
+      kv-loops-to-gpu to kv-mark-kernel-noalias (convert-gpu-to-nvvm drops
+      `kv.name` from the arguments).
   }];
   let discardableAttrs = (ins
     "::mlir::IntegerAttr":$min_blocks_per_sm,
     "::mlir::UnitAttr":$before_slot,
     "::mlir::UnitAttr":$keep_wide,
     "::mlir::UnitAttr":$keep_narrow,
-    "::mlir::UnitAttr":$source_offset_pin
+    "::mlir::UnitAttr":$source_offset_pin,
+    "::mlir::ArrayAttr":$param_names
   );
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
@@ -73,8 +78,8 @@ def KV_Dialect : Dialect {
                                                   ::mlir::NamedAttribute attr);
 
     /// The parameter attribute that names a kernel parameter by its ABI name
-    /// (`{kv.name = "key"}`), written by kv-to-loops and kept through every
-    /// lowering down to the bundle.
+    /// (`{kv.name = "key"}`), written by kv-to-loops and kept down to the
+    /// bundle (on the GPU path, as the kernel's `kv.param_names`).
     static constexpr ::llvm::StringLiteral getParamNameAttrName() {
       return ::llvm::StringLiteral("kv.name");
     }
