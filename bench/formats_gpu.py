@@ -104,9 +104,8 @@ def gpu_entries(texts, chip, cache, build):
 # Main -------------------------------------------------------------------------------------------
 
 def forget_kernels():
-    """Empties kvgen.vllm's memos of compiled bundles, keyed by shape rather than by
-    description (two ops' gathers of one cache share one), so that each row asks for its own
-    description and --precompile files every one of them."""
+    """Empties kvgen.vllm's memos of compiled bundles (keyed by the cache's shape), so that
+    each row asks for its descriptions again and --precompile files every one of them."""
     from kvgen import _vllm_cache
     for memo in (getattr(_vllm_cache, "_gatherers", None),
                  getattr(_vllm_cache, "_converters", None)):

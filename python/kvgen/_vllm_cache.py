@@ -201,8 +201,11 @@ def _gatherer(op, device, block_size, entry, cache, output, quant):
     cache_type = ("!kv.cache<layout = paged_nhd, block_size = %d, "
                   "num_kv_heads = 1, head_dim = %d, dtype = %s, k_only = true"
                   "%s>" % (block_size, entry, cache, q))
-    text = ("module {\n  kv.fused_gather @%s_gather : %s to %s\n}\n"
-            % (op, cache_type, output))
+    # Named for what it gathers, not for the op: the ops that read a cache
+    # alike share one description, so one compiled kernel (in a kernel
+    # cache made ahead of time too) serves whichever is called first.
+    text = ("module {\n  kv.fused_gather @latent_gather : %s to %s\n}\n"
+            % (cache_type, output))
     try:
         bundle = compiler.compile(text, target=target, chip=chip)
     except errors.CompilerError as e:

@@ -184,3 +184,33 @@ def test_not_provided():
     assert "gather_and_maybe_dequant_cache" in kv.PROVIDED
     assert "cp_gather_cache" in kv.PROVIDED
     assert "cp_gather_and_upconvert_nvfp4_kv_cache" in kv.NOT_PROVIDED
+
+
+def test_ops_that_read_a_cache_alike_share_one_description(monkeypatch):
+    """cp_gather_cache and gather_and_maybe_dequant_cache ("auto") of the
+    same cache compile the same description, whichever comes first, so a
+    kernel cache compiled ahead of time serves both."""
+    from kvgen import _vllm_cache, compiler
+
+    texts = []
+    compile_ = compiler.compile
+
+    def recording(text, *args, **kwargs):
+        texts.append(text)
+        return compile_(text, *args, **kwargs)
+
+    monkeypatch.setattr(compiler, "compile", recording)
+    cache, table, cu, t2s, st = _case([20, 10], [3, 17], entry=64)
+    cache = cache.view(torch.float32)
+    n = int(cu[-1])
+    for call in ("cp", "gather"):
+        monkeypatch.setattr(_vllm_cache, "_gatherers", {})
+        dst = _poisoned((n, cache.shape[-1]), torch.float32)
+        if call == "cp":
+            kv.cp_gather_cache(cache, dst, table, cu, table.shape[0], st)
+        else:
+            kv.gather_and_maybe_dequant_cache(cache, dst, table, cu, t2s,
+                                              torch.tensor(n), "auto",
+                                              torch.tensor(1.0), st)
+    assert len(texts) == 2
+    assert texts[0] == texts[1]
