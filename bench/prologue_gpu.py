@@ -78,7 +78,7 @@ import traceback
 import torch
 
 import kvgen
-from prologue_check import Check, bound, compare, reference, rows, self_test
+from prologue_check import Check, check_outputs, compare, rows, self_test
 from prologue_common import (BYTES, D, DECODE, DRY_SIZES, EPS, FP8_SCALE, HERE,
                              KH, MAX_SETS, NUM_PAGES, PAGE, PREFILL, QH,
                              QUICK_DECODE, QUICK_PREFILL, ROTATE_BYTES, Inputs,
@@ -167,18 +167,6 @@ def kvgen_systems(bundle, inp, sh, caches, fp8):
         if dropin is not None:
             out.append(dropin)
     return out
-
-
-def check_outputs(qkv, pos, slots, sh, norm, q_out, kc, vc, scale,
-                  q_scale=None):
-    """A system's Q out and cache rows against the torch reference."""
-    rq, rk, rv, mq, mk = reference(qkv, pos, sh, norm)
-    c = Check()
-    c.add(compare("Q", q_out, rq, bound(mq, norm), q_scale))
-    c.add(compare("K", rows(kc, slots), rk, bound(mk, norm), scale))
-    zero = torch.zeros((), device=qkv.device) + 2.0 ** -24
-    c.add(compare("V", rows(vc, slots), rv, zero, scale))
-    return c
 
 
 def _dropin_call(fn, qkv, s, sh, caches, fp8):

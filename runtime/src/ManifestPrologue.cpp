@@ -9,6 +9,7 @@
 #include "FieldReader.h"
 #include "Limits.h"
 #include "Manifest.h"
+#include "Validation.h"
 
 namespace kvrt::impl {
 
@@ -16,10 +17,7 @@ namespace kvrt::impl {
 /// parameters is a prologue's (include/kvgen/ABI/Params.def).
 static bool takesPrologue(KernelKind kind) {
   for (const abi::KernelParam &p : abi::kKernelParams)
-    if (p.kind == kind && (p.when == abi::ParamWhen::PrologueNorm ||
-                           p.when == abi::ParamWhen::PrologueQNorm ||
-                           p.when == abi::ParamWhen::PrologueRope ||
-                           p.when == abi::ParamWhen::PrologueQ))
+    if (p.kind == kind && isPrologue(p.when))
       return true;
   return false;
 }

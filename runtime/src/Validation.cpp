@@ -65,14 +65,6 @@ bool kindTakes(KernelKind kind, Param param) {
   return false;
 }
 
-/// Whether `when` is a part of a fused prologue.
-bool isPrologue(abi::ParamWhen when) {
-  return when == abi::ParamWhen::PrologueNorm ||
-         when == abi::ParamWhen::PrologueQNorm ||
-         when == abi::ParamWhen::PrologueRope ||
-         when == abi::ParamWhen::PrologueQ;
-}
-
 /// What a prologue part is, for a message.
 const char *prologuePart(abi::ParamWhen when) {
   switch (when) {

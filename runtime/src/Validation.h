@@ -23,6 +23,15 @@
 
 namespace kvrt::impl {
 
+/// Whether `when` is a part of a fused prologue (its parameters are taken
+/// only by a description with that part).
+constexpr bool isPrologue(abi::ParamWhen when) {
+  return when == abi::ParamWhen::PrologueNorm ||
+         when == abi::ParamWhen::PrologueQNorm ||
+         when == abi::ParamWhen::PrologueRope ||
+         when == abi::ParamWhen::PrologueQ;
+}
+
 /// The most buffers (or scalars) any kernel takes, a fused prologue's
 /// included: abi::maxBuffers() and abi::maxScalars() count descriptions
 /// without one, and a prologue only adds parameters, so every part of one

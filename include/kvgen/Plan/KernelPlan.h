@@ -92,11 +92,13 @@ struct KernelPlan {
   /// scales the group one scale covers (a token's head, or the token), whose
   /// amax is needed before the first store.
   int64_t chunksPerGroup = 1;
-  /// Lanes that share one iteration of a dynamic kernel's chunk loop: a
-  /// power of two, at most a warp, dividing `chunksPerGroup`; lane l moves
-  /// chunks l, l + lanes, ... of the group. The loop nest spells them as an
-  /// inner scf.parallel (sequential on the host); the GPU mapping gives each
-  /// lane a thread and reduces the group's amax across them.
+  /// Lanes that share one iteration of a dynamic kernel's chunk loop (or a
+  /// prologue's head): a power of two, at most a warp, dividing
+  /// `chunksPerGroup`; lane l moves chunks l, l + lanes, ... of the group (a
+  /// prologue with NeoX RoPE: its units, a rotary pair of chunks or one
+  /// chunk past the rotary part, docs/dev/PROLOGUE.md). The loop nest spells
+  /// them as an inner scf.parallel (sequential on the host); the GPU mapping
+  /// gives each lane a thread and reduces across them.
   int64_t lanesPerGroup = 1;
   /// Chunks one iteration of a static or unquantized append moves: all
   /// their loads are issued before the first store, so that a thread has
