@@ -192,3 +192,28 @@ def test_plain_mla_kernel_refuses_prologue_tensors():
     with pytest.raises(errors.KvgenError, match="k_pe_out: must be NULL"):
         b.mla_append(kv_c, k_pe, torch.tensor([0, 1]),
                      _poisoned((NB, BS, R + P)), k_pe_out=k_pe)
+
+
+def test_checked_mode_reads_the_positions_of_tokens_with_a_slot():
+    """Checked mode refuses a position outside the cos/sin cache, named; a
+    padding token's position is not read (the kernel writes nothing of that
+    token, as vLLM's), so it may be anything."""
+    b = _bundle("neox")
+    b.set_checked(True)
+    n = 4
+    q, q_pe, kv, kv_c, k_pe, pos = _inputs(n, seed=9)
+    cs = _cos_sin()
+    cache = _poisoned((NB, BS, R + P))
+    pos[1] = -7
+    b.mla_append(kv_c, k_pe, torch.tensor([0, -1, 2, 3]), cache, query=q_pe,
+                 q_out=q_pe, k_pe_out=k_pe, rope_positions=pos,
+                 cos_sin_cache=cs)
+    pos[2] = MAXPOS
+    kv0 = kv.clone()
+    with pytest.raises(errors.KvgenError,
+                       match=r"rope_positions\[2\] = 40 is outside the "
+                             r"cos/sin cache.*checked mode"):
+        b.mla_append(kv_c, k_pe, torch.tensor([4, -1, 5, 6]), cache,
+                     query=q_pe, q_out=q_pe, k_pe_out=k_pe,
+                     rope_positions=pos, cos_sin_cache=cs)
+    assert torch.equal(kv, kv0)
