@@ -18,12 +18,16 @@ pytestmark = pytest.mark.usefixtures("compiler_path")
 
 BS, NB, R, P, QH, MAXPOS = 4, 6, 32, 16, 3, 40
 POISON = 0x5A
+# The CPU (host kernels) always; a CUDA device (the GPU kernels, through the
+# same kvrt launch) where there is one.
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-def _bundle(rope="neox", q_heads=QH, kernels=("mla_append",)):
+def _bundle(rope="neox", q_heads=QH, kernels=("mla_append",), device="cpu"):
     return kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=1,
                          head_dim=R + P, dtype="f32", kv_lora_rank=R,
-                         rope_dim=P, kernels=kernels, target="host",
+                         rope_dim=P, kernels=kernels,
+                         target="host" if device == "cpu" else "gpu",
                          prologue={"q_heads": q_heads, "rope": rope,
                                    "rotary_dim": P})
 
@@ -70,10 +74,11 @@ def _poisoned(shape):
     return t
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rope", ["neox", "gptj"])
 @pytest.mark.parametrize("in_place", [False, True])
-def test_mla_append_rotates_k_pe_and_q_pe(rope, in_place):
-    b = _bundle(rope)
+def test_mla_append_rotates_k_pe_and_q_pe(rope, in_place, device):
+    b = _bundle(rope, device=device)
     n = 6
     q, q_pe, kv, kv_c, k_pe, pos = _inputs(n)
     cs = _cos_sin()
@@ -86,8 +91,24 @@ def test_mla_append_rotates_k_pe_and_q_pe(rope, in_place):
     else:
         q_out, k_pe_out = _poisoned((n, QH, P)), _poisoned((n, P))
     out_q0, out_k0 = q_out.clone(), k_pe_out.clone()
-    b.mla_append(kv_c, k_pe, slots, cache, query=q_pe, q_out=q_out,
-                 k_pe_out=k_pe_out, rope_positions=pos, cos_sin_cache=cs)
+    if device == "cpu":
+        b.mla_append(kv_c, k_pe, slots, cache, query=q_pe, q_out=q_out,
+                     k_pe_out=k_pe_out, rope_positions=pos, cos_sin_cache=cs)
+    else:
+        # The same views of device copies, copied back.
+        dq, dkv, dcache = q.to(device), kv.to(device), cache.to(device)
+        dq_out, dk_out = ((dq[..., 8:], dkv[:, R:]) if in_place else
+                          (q_out.to(device), k_pe_out.to(device)))
+        b.mla_append(dkv[:, :R], dkv[:, R:], slots.to(device), dcache,
+                     query=dq[..., 8:], q_out=dq_out, k_pe_out=dk_out,
+                     rope_positions=pos.to(device),
+                     cos_sin_cache=cs.to(device))
+        q.copy_(dq.cpu())
+        kv.copy_(dkv.cpu())
+        cache.copy_(dcache.cpu())
+        if not in_place:
+            q_out.copy_(dq_out.cpu())
+            k_pe_out.copy_(dk_out.cpu())
     safe = pos.clamp(0, MAXPOS - 1)
     want_q = _rotate(q0[..., 8:], cs, safe, rope)
     want_k = _rotate(kv0[:, R:], cs, safe, rope)
