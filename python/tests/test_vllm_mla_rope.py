@@ -94,8 +94,10 @@ def _poisoned(shape, dtype, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("is_neox", [True, False])
-@pytest.mark.parametrize("fp8", [False, True])
-def test_drop_in_within_the_contract_bound(device, dtype, is_neox, fp8):
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8", "fp8_e5m2"])
+def test_drop_in_within_the_contract_bound(device, dtype, is_neox,
+                                           kv_cache_dtype):
+    fp8 = kv_cache_dtype != "auto"
     heads, rank, rope_dim = 4, 64, 32
     padded, n = 9, 7  # rows 7 and 8: CUDA-graph padding past slot_mapping
     q, kvbuf, pos = _inputs(padded, heads, rank, rope_dim, dtype, device)
@@ -107,8 +109,8 @@ def test_drop_in_within_the_contract_bound(device, dtype, is_neox, fp8):
     scale = torch.tensor([0.02 if fp8 else 1.0], device=device)
     q0, kv0, cache0 = q.clone(), kvbuf.clone(), cache.clone()
     kv.concat_and_cache_mla_rope_fused(
-        pos, q_pe, k_pe, kv_c, cs, is_neox, slots, cache,
-        "fp8" if fp8 else "auto", scale)
+        pos, q_pe, k_pe, kv_c, cs, is_neox, slots, cache, kv_cache_dtype,
+        scale)
 
     q0, kv0, cs, pos = q0.cpu(), kv0.cpu(), cs.cpu(), pos.cpu()
     q, kvbuf, cache, cache0 = q.cpu(), kvbuf.cpu(), cache.cpu(), cache0.cpu()
@@ -146,7 +148,9 @@ def test_drop_in_within_the_contract_bound(device, dtype, is_neox, fp8):
             continue
         row = torch.cat((kv0[t[0], :rank], kvbuf[t[0], rank:]))
         if fp8:
-            want = (row.float() / scale.cpu()).to(torch.float8_e4m3fn)
+            want = (row.float() / scale.cpu()).to(
+                torch.float8_e5m2 if kv_cache_dtype == "fp8_e5m2" else
+                torch.float8_e4m3fn)
             assert torch.equal(flat[slot], want.view(torch.uint8)), slot
         else:
             assert torch.equal(flat[slot], row), slot
