@@ -9,11 +9,12 @@
 // view of a Q buffer whose heads are [q_nope, q_pe], kv_c and k_pe views of
 // one [kv_c, k_pe] row per token. The latent cache, q_out and k_pe_out are
 // poisoned (or, in place, are those views themselves), and every byte of the
-// cache and of both buffers is compared with the reference below, written
-// from docs/CONTRACT.md ("The fused prologue", MLA): written where the
-// contract writes, untouched elsewhere (a padding slot, a slot past the
-// cache, a position outside the cos/sin cache: nothing of the token,
-// neither its entry nor its q_out and k_pe_out rows).
+// cache and of both buffers is compared with the reference
+// (PrologueMlaCases.cpp), written from docs/CONTRACT.md ("The MLA appends'
+// prologue"): written where the contract writes, untouched elsewhere (a
+// padding slot, a slot past the cache, a position outside the cos/sin
+// cache: nothing of the token, neither its entry nor its q_out and k_pe_out
+// rows).
 //
 //   kvgen-prologue-mla-suite              every description, on the host
 //   kvgen-prologue-mla-suite --filter=S   only those whose name contains S
