@@ -315,6 +315,17 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
     constexpr int64_t kWarp = 32;
     int64_t g = base.chunksPerGroup;
     base.lanesPerGroup = std::min<int64_t>(g & -g, kWarp);
+  } else if (base.prologue && base.writesLatent()) {
+    // An MLA prologue is RoPE alone (no norm): nothing spans a head, so an
+    // iteration is one unit on one lane (PrologueMLA.cpp): a chunk of kv_c,
+    // a unit of k_pe, or a unit of one q_pe head, where a unit of the rope
+    // part is a NeoX pair of chunks (i, i + rope_dim / 2) or a chunk.
+    kv::LatentAttr latent = base.cache.getLatent();
+    int64_t ropeChunks = latent.getRopeDim() / vec;
+    int64_t ropeUnits =
+        base.prologue.isNeox() ? ropeChunks - ropeChunks / 2 : ropeChunks;
+    base.chunksPerToken = latent.getKvLoraRank() / vec +
+                          ropeUnits * (1 + base.prologue.getQHeads());
   } else if (base.prologue) {
     // RMSNorm needs the sum of squares of the whole head before the first
     // store: one iteration takes a head, over lanes as a dynamic scale's

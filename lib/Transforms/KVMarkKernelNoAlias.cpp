@@ -26,10 +26,15 @@ static constexpr llvm::StringLiteral kParamNamesAttrName =
 /// make that undefined), nor may `query` be read through the non-coherent
 /// cache, which `noalias` would let LLVM choose (kv-pin-addresses marks
 /// loads invariant only through `noalias` parameters).
-static bool mayShareWithAnother(StringAttr name) {
+/// Likewise an MLA prologue's `k_pe_out` may be `k_pe` (vLLM rotates k_pe in
+/// place); `k_pe` of a kernel without `k_pe_out` keeps noalias.
+static bool mayShareWithAnother(StringAttr name, bool hasKPeOut) {
   using kvgen::abi::Param;
   return name.getValue() == kvgen::abi::paramName(Param::Query) ||
-         name.getValue() == kvgen::abi::paramName(Param::QOut);
+         name.getValue() == kvgen::abi::paramName(Param::QOut) ||
+         (hasKPeOut &&
+          (name.getValue() == kvgen::abi::paramName(Param::KPe) ||
+           name.getValue() == kvgen::abi::paramName(Param::KPeOut)));
 }
 
 namespace {
@@ -63,10 +68,15 @@ struct KVMarkKernelNoAliasPass
                             "kv-bare-pointer-params)";
         return WalkResult::interrupt();
       }
+      bool hasKPeOut =
+          names && llvm::any_of(names, [](Attribute name) {
+            return cast<StringAttr>(name).getValue() ==
+                   kvgen::abi::paramName(kvgen::abi::Param::KPeOut);
+          });
       for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
         if (!isa<LLVM::LLVMPointerType>(type))
           continue;
-        if (names && mayShareWithAnother(cast<StringAttr>(names[i])))
+        if (names && mayShareWithAnother(cast<StringAttr>(names[i]), hasKPeOut))
           continue;
         func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
                         UnitAttr::get(func.getContext()));

@@ -127,7 +127,8 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
     (default: all of them; for a K/V cache append, slot_mapping,
     fused_append and paged_kv_append). `prologue` (a dict of q_heads, norm,
     rope, rotary_dim, each optional) gives the kinds that take a fused
-    prologue (append, fused_append) the #kv.prologue<...> of
+    prologue (append, fused_append; mla_append, mla_fused_append: rope on
+    k_pe and q_pe) the #kv.prologue<...> of
     docs/CONTRACT.md; with it, `kernels` defaults to those kinds."""
     latent = kv_lora_rank is not None or rope_dim is not None
     kinds = {k.name: k for k in _kernels_for(latent)}
@@ -177,13 +178,20 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
         lines.append("  kv.%s @%s_%s : %s%s%s" % (
             k, name, k, text,
             " from " + src if kinds[k].rows == "Into" else "",
-            " prologue " + prologue_text
+            _prologue_clause(prologue_text, latent)
             if prologue_text and kinds[k].prologue else ""))
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
 _PROLOGUE_KEYS = ("q_heads", "norm", "rope", "rotary_dim")
+
+
+def _prologue_clause(text, latent):
+    """The op's prologue: a keyword of kv.append's and kv.fused_append's
+    syntax, an attribute of the MLA appends' (whose syntax has no keyword
+    for it)."""
+    return " {prologue = %s}" % text if latent else " prologue " + text
 
 
 def _prologue(prologue):

@@ -8,7 +8,8 @@
                                        slot_mapping, "auto", k_scale, v_scale)
 
 What kvgen has is routed to it: ``reshape_and_cache_flash`` and
-``concat_and_cache_mla`` to ``kvgen.ops``, ``reshape_and_cache`` (vLLM's
+``concat_and_cache_mla`` to ``kvgen.ops``, ``concat_and_cache_mla_rope_fused``
+to kvgen's MLA append with a RoPE prologue, ``reshape_and_cache`` (vLLM's
 x-vectorized cache) to kvgen's kernels of that layout, ``convert_fp8`` to
 kvgen's static fp8 append and its gather over the tensor's rows,
 ``swap_blocks`` to kvrt's checked block copy. An op or a
@@ -27,6 +28,7 @@ from . import compiler, errors, ops
 from ._vllm_cache import (convert_fp8, cp_gather_cache,
                           gather_and_maybe_dequant_cache, swap_blocks)
 from ._vllm_prologue import fused_qk_norm_rope_and_reshape_and_cache_flash
+from ._vllm_mla_rope import concat_and_cache_mla_rope_fused
 from ._vllm_common import (_DESC_FP8, _DTYPES, NotProvidedError,
                            VllmCheckError, _bad, _check_dtype,
                            _per_tensor_scales, _target)
@@ -200,7 +202,6 @@ NOT_PROVIDED = {
     "swap_blocks_batch": "batched block copies (swap_blocks_batch)",
     "concat_and_cache_mla_grouped":
         "grouped MLA appends across layers through cache pointers",
-    "concat_and_cache_mla_rope_fused": "MLA append fused with RoPE",
     "cp_gather_and_upconvert_fp8_kv_cache": "fp8_ds_mla gathers",
     "cp_gather_and_upconvert_nvfp4_kv_cache": "nvfp4_ds_mla gathers",
     "indexer_k_quant_and_cache": "the sparse-attention indexer's K cache",
@@ -213,9 +214,6 @@ swap_blocks_batch = _not_provided("swap_blocks_batch",
 concat_and_cache_mla_grouped = _not_provided(
     "concat_and_cache_mla_grouped",
     NOT_PROVIDED["concat_and_cache_mla_grouped"])
-concat_and_cache_mla_rope_fused = _not_provided(
-    "concat_and_cache_mla_rope_fused",
-    NOT_PROVIDED["concat_and_cache_mla_rope_fused"])
 
 
 def cp_gather_and_upconvert_fp8_kv_cache(src_cache, dst, block_table,
@@ -245,6 +243,7 @@ PROVIDED = {
     "reshape_and_cache": reshape_and_cache,
     "reshape_and_cache_flash": reshape_and_cache_flash,
     "concat_and_cache_mla": concat_and_cache_mla,
+    "concat_and_cache_mla_rope_fused": concat_and_cache_mla_rope_fused,
     "convert_fp8": convert_fp8,
     "swap_blocks": swap_blocks,
     "gather_and_maybe_dequant_cache": gather_and_maybe_dequant_cache,

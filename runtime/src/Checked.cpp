@@ -94,13 +94,18 @@ static bool inCosSinCache(int64_t position, int64_t maxPosition) {
   return position >= 0 && position < maxPosition;
 }
 
-/// append's prologue: token t rotates at rope_positions[t].
+/// append's prologue: token t rotates at rope_positions[t]. An MLA
+/// append's padding token (`padding`: its slots) writes nothing, Q
+/// included, and reads no position (vLLM's kernel neither): not checked.
 static Status checkRopePositions(const LaunchPlan &plan, const ReadBytes &read,
-                                 int64_t maxPosition) {
+                                 int64_t maxPosition,
+                                 const HostIndex *padding) {
   HostIndex positions;
   KVRT_RETURN_IF_ERROR(positions.read(plan.buffer(Param::RopePositions), read));
   for (int64_t t = 0; t < plan.numTokens; ++t) {
     int64_t position = positions.at(t);
+    if (padding && padding->at(t) < 0)
+      continue;
     if (!inCosSinCache(position, maxPosition))
       return KVRT_CHECKED_ERROR(
           "rope_positions[%lld] = %lld is outside the cos/sin cache: "
@@ -113,10 +118,12 @@ static Status checkRopePositions(const LaunchPlan &plan, const ReadBytes &read,
 }
 
 static Status checkSlotMapping(const LaunchPlan &plan, const ReadBytes &read) {
-  if (int64_t maxPosition = ropeMaxPosition(plan); maxPosition >= 0)
-    KVRT_RETURN_IF_ERROR(checkRopePositions(plan, read, maxPosition));
   HostIndex slots;
   KVRT_RETURN_IF_ERROR(slots.read(plan.buffer(Param::SlotMapping), read));
+  bool latent = abi::kindTraits(plan.kind).entry == abi::KindEntry::Latent;
+  if (int64_t maxPosition = ropeMaxPosition(plan); maxPosition >= 0)
+    KVRT_RETURN_IF_ERROR(
+        checkRopePositions(plan, read, maxPosition, latent ? &slots : nullptr));
   // Bounded by the limits: num_blocks comes from a validated tensor and
   // block_size is at most 2^20, so the product may still overflow; saturate.
   int64_t capacity = 0;

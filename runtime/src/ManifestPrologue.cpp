@@ -13,6 +13,10 @@
 
 namespace kvrt::impl {
 
+/// An MLA kernel's prologue (ManifestPrologueMLA.cpp).
+Status checkLatentPrologue(const FieldReader &object, const std::string &path,
+                           const KernelDescription &kernel);
+
 /// Whether kernels of `kind` may have a fused prologue: whether any of its
 /// parameters is a prologue's (include/kvgen/ABI/Params.def).
 static bool takesPrologue(KernelKind kind) {
@@ -63,6 +67,8 @@ Status parsePrologue(const FieldReader &kernel, KernelDescription *out) {
     return KVRT_BUNDLE_ERROR("%s has neither norm nor rope: it would leave K "
                              "as it is",
                              path.c_str());
+  if (cache.latent)
+    return checkLatentPrologue(object, path, *out);
   if (prologue.rotaryDim % 2 != 0 || prologue.rotaryDim > cache.headDim)
     return KVRT_BUNDLE_ERROR("%s is %lld; it must be even and at most "
                              "head_dim (%lld)",

@@ -213,15 +213,25 @@ static bool prologueSpec(Param param, const KernelDescription &kernel,
   const char *k = kernel.name.c_str();
   DType source = kernel.sourceDtype;
   int64_t headDim = kernel.cache.headDim;
+  // An MLA prologue's Q is vLLM's q_pe: heads of rope_dim elements.
+  bool latent = kernel.cache.latent;
   switch (param) {
   case Param::Query:
   case Param::QOut:
-    *out = makeSpec(param, source, k, "[num_tokens, q_heads, head_dim]",
+    *out = makeSpec(param, source, k,
+                    latent ? "[num_tokens, q_heads, rope_dim]"
+                           : "[num_tokens, q_heads, head_dim]",
                     {{"num_tokens", -1},
                      {"q_heads", prologue.qHeads},
-                     {"head_dim", headDim}});
+                     {latent ? "rope_dim" : "head_dim",
+                      latent ? kernel.cache.ropeDim : headDim}});
     // Two Q elements at one address would be written by two threads.
     out->injective = param == Param::QOut;
+    return true;
+  case Param::KPeOut:
+    *out = makeSpec(param, source, k, "[num_tokens, rope_dim]",
+                    {{"num_tokens", -1}, {"rope_dim", kernel.cache.ropeDim}});
+    out->injective = true;
     return true;
   case Param::CosSinCache:
     *out = makeSpec(param, source, k,

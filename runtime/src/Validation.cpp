@@ -112,11 +112,13 @@ Status checkPrologueGiven(const KernelDescription &kernel,
 /// q_out given as query itself: the same first element, shape and strides
 /// (vLLM rotates Q in place, and the kernels read the Q they need before
 /// they write it over). Any other overlap would have a thread read Q
-/// another thread already wrote: refused.
+/// another thread already wrote: refused. Likewise an MLA prologue's
+/// k_pe_out given as k_pe itself (vLLM rotates k_pe in place too).
 bool isInPlaceQuery(const TensorView &written, Param writtenParam,
                     const TensorView &other, Param otherParam) {
-  if (writtenParam != Param::QOut || otherParam != Param::Query ||
-      written.first != other.first || written.rank != other.rank)
+  bool pair = (writtenParam == Param::QOut && otherParam == Param::Query) ||
+              (writtenParam == Param::KPeOut && otherParam == Param::KPe);
+  if (!pair || written.first != other.first || written.rank != other.rank)
     return false;
   for (int i = 0; i < written.rank; ++i)
     if (written.shape[i] != other.shape[i] ||
@@ -436,6 +438,15 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                         "q_out: overlaps query but is not query itself; "
                         "q_out may alias query only exactly (the same "
+                        "data + byte_offset, shape and strides)");
+  }
+  if (const TensorView *kPeOut = values.view(Param::KPeOut)) {
+    const TensorView &kPe = *values.view(Param::KPe);
+    if (!isInPlaceQuery(*kPeOut, Param::KPeOut, kPe, Param::KPe) &&
+        !checkDisjoint(*kPeOut, kPe).ok())
+      return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
+                        "k_pe_out: overlaps k_pe but is not k_pe itself; "
+                        "k_pe_out may alias k_pe only exactly (the same "
                         "data + byte_offset, shape and strides)");
   }
   // What the kind writes must not share bytes with anything else.

@@ -585,7 +585,10 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
   expectEveryTensorKeyed<kvrt_mla_append_args>(
       {&kvrt_mla_append_args::kv_c, &kvrt_mla_append_args::k_pe,
        &kvrt_mla_append_args::slot_mapping, &kvrt_mla_append_args::key_cache,
-       &kvrt_mla_append_args::key_scale},
+       &kvrt_mla_append_args::key_scale, &kvrt_mla_append_args::query,
+       &kvrt_mla_append_args::q_out, &kvrt_mla_append_args::k_pe_out,
+       &kvrt_mla_append_args::rope_positions,
+       &kvrt_mla_append_args::cos_sin_cache},
       /*hasVariant=*/true);
   expectEveryTensorKeyed<kvrt_mla_fused_append_args>(
       {&kvrt_mla_fused_append_args::kv_c, &kvrt_mla_fused_append_args::k_pe,
@@ -593,7 +596,10 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
        &kvrt_mla_fused_append_args::query_start_loc,
        &kvrt_mla_fused_append_args::context_lens,
        &kvrt_mla_fused_append_args::key_cache,
-       &kvrt_mla_fused_append_args::key_scale},
+       &kvrt_mla_fused_append_args::key_scale,
+       &kvrt_mla_fused_append_args::query, &kvrt_mla_fused_append_args::q_out,
+       &kvrt_mla_fused_append_args::k_pe_out,
+       &kvrt_mla_fused_append_args::cos_sin_cache},
       /*hasVariant=*/true);
   using Paged = kvrt_paged_kv_append_args;
   expectEveryTensorKeyed<Paged>(

@@ -369,7 +369,10 @@ void KernelBuilder::build() {
       Value slot = plan.slotFromBlockTable() && plan.prologue.hasRope()
                        ? emitSlotFromBlockTable(t, &position)
                        : emitSlot(t, t32);
-      emitPrologueGroup(slot, t, c, position);
+      if (plan.writesLatent())
+        emitMlaPrologueUnit(slot, t, c, position);
+      else
+        emitPrologueGroup(slot, t, c, position);
       break;
     }
     if (!quant || quant.getMode() == kv::ScaleMode::Static) {

@@ -195,6 +195,11 @@ private:
   /// RoPE).
   void emitPrologueHead(bool isQ, Value t, Value head, Value block, Value pos,
                         Value cosSin);
+  /// An MLA append's prologue (PrologueMLA.cpp): iteration `c` of token
+  /// `t` is one unit, a chunk of kv_c, a unit of k_pe (rotated, stored to
+  /// the entry and to k_pe_out) or a unit of a q_pe head (rotated, to
+  /// q_out), all under the slot check and the position's.
+  void emitMlaPrologueUnit(Value slot, Value t, Value c, Value position);
   /// A chunk's elements as f32 scalars (loadChunkAt's form in).
   SmallVector<Value> toF32Elements(ArrayRef<Value> chunk);
   /// f32 scalars cast (or quantized by `quantize`) into a chunk in

@@ -215,7 +215,22 @@ kvrt_status kvrt_append(kvrt_bundle *bundle, const kvrt_append_args *args,
  * [num_tokens, kv_lora_rank] followed by row t of k_pe [num_tokens,
  * rope_dim] (each any strides, source_dtype); slot < 0 writes nothing. A
  * static quantized description takes key_scale (per_tensor [1] or
- * per_token [num_tokens]); otherwise it must be NULL. */
+ * per_token [num_tokens]); otherwise it must be NULL.
+ *
+ * With a RoPE prologue (manifest "prologue" on an MLA kernel; vLLM's
+ * concat_and_cache_mla_rope_fused; docs/CONTRACT.md, "The MLA appends'
+ * prologue") the fields after key_scale are its tensors, each required where
+ * the description takes it and NULL otherwise (refused by name either way):
+ *   query, q_out    [num_tokens, q_heads, rope_dim], source dtype, any
+ *                   strides (q_heads): vLLM's q_pe in, rotated out. q_out
+ *                   may be query itself (in place).
+ *   k_pe_out        [num_tokens, rope_dim], source dtype, any strides:
+ *                   k_pe rotated, the value the entry stores. It may be
+ *                   k_pe itself (in place, vLLM's call).
+ *   rope_positions  int64 [num_tokens], contiguous (mla_append only).
+ *   cos_sin_cache   [max_position, rope_dim], source dtype, compact.
+ * A token with slot < 0 or a position outside [0, max_position) writes
+ * nothing: no entry, no q_out or k_pe_out row. */
 typedef struct kvrt_mla_append_args {
   size_t struct_size; /* KVRT_ARGS_INIT(kvrt_mla_append_args) */
   const char *kernel;
@@ -225,6 +240,12 @@ typedef struct kvrt_mla_append_args {
   const DLTensor *key_cache;
   kvrt_variant variant;
   const DLTensor *key_scale;
+  /* The RoPE prologue's tensors (above); NULL without a prologue. */
+  const DLTensor *query;
+  const DLTensor *q_out;
+  const DLTensor *k_pe_out;
+  const DLTensor *rope_positions;
+  const DLTensor *cos_sin_cache;
 } kvrt_mla_append_args;
 #define KVRT_MLA_APPEND_ARGS_STRUCT_SIZE                                       \
   KVRT_STRUCT_SIZE(kvrt_mla_append_args, key_scale)
@@ -248,6 +269,12 @@ typedef struct kvrt_mla_fused_append_args {
   const DLTensor *key_cache;
   kvrt_variant variant;
   const DLTensor *key_scale;
+  /* The RoPE prologue's tensors, as in kvrt_mla_append_args; a token's
+   * position is the slot rule's, so there is no rope_positions. */
+  const DLTensor *query;
+  const DLTensor *q_out;
+  const DLTensor *k_pe_out;
+  const DLTensor *cos_sin_cache;
 } kvrt_mla_fused_append_args;
 #define KVRT_MLA_FUSED_APPEND_ARGS_STRUCT_SIZE                                 \
   KVRT_STRUCT_SIZE(kvrt_mla_fused_append_args, key_scale)
@@ -470,11 +497,20 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_mla_append_args, slot_mapping, SlotMapping)                           \
   X(kvrt_mla_append_args, key_cache, KeyCache)                                 \
   X(kvrt_mla_append_args, key_scale, KeyScale)                                 \
+  X(kvrt_mla_append_args, query, Query)                                        \
+  X(kvrt_mla_append_args, q_out, QOut)                                         \
+  X(kvrt_mla_append_args, k_pe_out, KPeOut)                                    \
+  X(kvrt_mla_append_args, rope_positions, RopePositions)                       \
+  X(kvrt_mla_append_args, cos_sin_cache, CosSinCache)                          \
   X(kvrt_mla_fused_append_args, kv_c, KvC)                                     \
   X(kvrt_mla_fused_append_args, k_pe, KPe)                                     \
   KVRT_KIND_REQUEST_TENSORS(X, kvrt_mla_fused_append_args)                     \
   X(kvrt_mla_fused_append_args, key_cache, KeyCache)                           \
   X(kvrt_mla_fused_append_args, key_scale, KeyScale)                           \
+  X(kvrt_mla_fused_append_args, query, Query)                                  \
+  X(kvrt_mla_fused_append_args, q_out, QOut)                                   \
+  X(kvrt_mla_fused_append_args, k_pe_out, KPeOut)                              \
+  X(kvrt_mla_fused_append_args, cos_sin_cache, CosSinCache)                    \
   X(kvrt_paged_kv_append_args, key, Key)                                       \
   X(kvrt_paged_kv_append_args, value, Value)                                   \
   X(kvrt_paged_kv_append_args, batch_indices, BatchIndices)                    \

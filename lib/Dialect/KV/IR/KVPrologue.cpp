@@ -42,6 +42,36 @@ LogicalResult PrologueAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+/// An MLA append's prologue (docs/dev/PROLOGUE.md): RoPE on k_pe, the
+/// entry's last rope_dim elements, and on q_pe [num_tokens, q_heads,
+/// rope_dim]; kv_c is stored as it is. The kind is an MLA append: the ops
+/// refuse a latent cache on any other append, and a kind that moves no rows
+/// in is refused before.
+static LogicalResult verifyLatentPrologue(Operation *op, CacheType cache,
+                                          PrologueAttr prologue) {
+  LatentAttr latent = cache.getLatent();
+  if (latent.getScales())
+    return op->emitOpError()
+           << "a prologue on a latent entry with inline scales "
+              "(#kv.inline_scales, vLLM's fp8_ds_mla) is not supported yet: "
+              "a bf16, fp16 or statically scaled latent cache takes one";
+  if (prologue.getRotaryDim() != latent.getRopeDim())
+    return op->emitOpError()
+           << "rotary_dim " << prologue.getRotaryDim()
+           << " is not the latent's rope_dim " << latent.getRopeDim()
+           << ": an MLA prologue rotates the whole of k_pe and q_pe";
+  int64_t qHeads = prologue.getQHeads();
+  if (qHeads > abi::kMaxKvHeads ||
+      qHeads * latent.getRopeDim() > abi::kMaxElementsPerToken)
+    return op->emitOpError()
+           << "q_heads " << qHeads
+           << " is past the limit: a kernel supports at most "
+           << abi::kMaxKvHeads << " Q heads and " << abi::kMaxElementsPerToken
+           << " Q elements per token";
+  // A latent cache takes static scales only (its type's rule).
+  return success();
+}
+
 LogicalResult kvgen::kv::verifyKernelPrologue(Operation *op,
                                               abi::KernelKind kind,
                                               CacheType cache, Type rows) {
@@ -62,6 +92,8 @@ LogicalResult kvgen::kv::verifyKernelPrologue(Operation *op,
     return op->emitOpError()
            << "cannot normalize a latent cache's entry: MLA takes rope "
               "(on k_pe) and no norm";
+  if (cache.getLatent())
+    return verifyLatentPrologue(op, cache, prologue);
   if (kind != abi::KernelKind::Append && kind != abi::KernelKind::FusedAppend)
     return op->emitOpError()
            << "does not take a prologue yet: kv.append and kv.fused_append "
