@@ -6,8 +6,8 @@
 # test, kvrt's GPU test and its reference bundles, kvbench and its bundles,
 # the runtime example, libkvrt, the Python package's precompiled kernels and
 # the default bundle (with a cubin), the prologue benchmark's bundle, and the
-# fused prologue's runner
-# (kvgen-prologue-gpu) with its kernels' PTX in DEST/prologue. The CUDA
+# fused prologue's runners (kvgen-prologue-gpu, kvgen-prologue-mla-gpu) with
+# their kernels' PTX in DEST/prologue and DEST/prologue-mla. The CUDA
 # machine needs no MLIR and builds nothing: it runs scripts/gpu-run.sh over
 # DEST.
 set -euo pipefail
@@ -17,7 +17,7 @@ dst=${2:-$build/gpu-stage}
 rm -rf "$dst"
 mkdir -p "$dst/bin" "$dst/lib" "$dst/bench"
 for b in kvgen-gpu-suite kvgen-multi-gpu-test kvbench kvrt-example-paged-append \
-  kvrt_gpu_test kvgen-prologue-gpu; do
+  kvrt_gpu_test kvgen-prologue-gpu kvgen-prologue-mla-gpu; do
   if [ -x "$build/bin/$b" ]; then cp "$build/bin/$b" "$dst/bin/"; fi
 done
 cp "$build"/bin/*.bundle.json "$dst/bin/" 2>/dev/null || true
@@ -59,9 +59,13 @@ for cache_dtype, quant in (("bf16", None),
         kernels=("append",), name="kv_prologue", prologue=prologue,
         target="gpu", chip="sm_90", cache=sys.argv[1])
 EOF
-# The fused prologue: kvrt does not launch its kernels yet, so its PTX and
-# the kernels' plans and input seeds go here for kvgen-prologue-gpu.
+# The fused prologue's suites: their kernels' PTX, plans and input seeds, for
+# kvgen-prologue-gpu and kvgen-prologue-mla-gpu (the CUDA machine cannot
+# compile the descriptions).
 if [ -x "$build/bin/kvgen-prologue-suite" ]; then
   "$build/bin/kvgen-prologue-suite" --emit-gpu="$dst/prologue" --chip=sm_90
+fi
+if [ -x "$build/bin/kvgen-prologue-mla-suite" ]; then
+  "$build/bin/kvgen-prologue-mla-suite" --emit-gpu="$dst/prologue-mla" --chip=sm_90
 fi
 du -sh "$dst"
