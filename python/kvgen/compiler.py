@@ -127,8 +127,8 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
     (default: all of them; for a K/V cache append, slot_mapping,
     fused_append and paged_kv_append). `prologue` (a dict of q_heads, norm,
     rope, rotary_dim, each optional) gives the kinds that take a fused
-    prologue (append, fused_append) the #kv.prologue<...> of
-    docs/CONTRACT.md; with it, `kernels` defaults to those kinds."""
+    prologue (append, fused_append, paged_kv_append) the #kv.prologue<...>
+    of docs/CONTRACT.md; with it, `kernels` defaults to those kinds."""
     latent = kv_lora_rank is not None or rope_dim is not None
     kinds = {k.name: k for k in _kernels_for(latent)}
     allowed = tuple(kinds)

@@ -215,3 +215,50 @@ def test_bundle_refuses_prologue_tensors_by_name():
                        match="query: must be NULL"):
         plain.append(key, value, slots, kc, vc, query=query)
     assert kc.view(torch.uint8).eq(POISON).all()
+
+
+def test_bundle_paged_kv_append_rotates_at_rope_positions():
+    """paged_kv_append (FlashInfer's page table): the slot from
+    batch_indices, positions, kv_indptr and kv_indices; RoPE at
+    rope_positions, apart from the page position (FlashInfer's pos_ids). A
+    padding token (batch index -1) writes no K or V but its Q."""
+    b = _bundle("neox", 8)
+    n = 5
+    qkv, query, key, value, kw, qw, pos, cs = _inputs(n, 8, seed=7)
+    batch = torch.tensor([0, 0, 1, -1, 1], dtype=torch.int32)
+    page_pos = torch.tensor([0, 5, 2, 0, 3], dtype=torch.int32)
+    kv_indices = torch.tensor([4, 1, 3], dtype=torch.int32)
+    kv_indptr = torch.tensor([0, 2, 3], dtype=torch.int32)
+    kc, vc = _poisoned((NB, BS, H, D)), _poisoned((NB, BS, H, D))
+    q_out = _poisoned((n, QH, D))
+    before = qkv.clone()
+    b.paged_kv_append(key, value, batch, page_pos, kv_indices, kv_indptr, kc,
+                      vc, query=query, q_out=q_out, rope_positions=pos,
+                      cos_sin_cache=cs, k_norm_weight=kw, q_norm_weight=qw,
+                      epsilon=torch.tensor([1e-6]))
+    assert torch.equal(qkv, before), "the prologue wrote its input"
+    torch.testing.assert_close(
+        q_out.double(), _reference(query, qw, cs, pos, 1e-6, "neox", 8),
+        rtol=2e-6, atol=2e-6)
+    want_k = _reference(key, kw, cs, pos, 1e-6, "neox", 8)
+    slots = {0: 4 * BS + 0, 1: 1 * BS + 1, 2: 3 * BS + 2, 4: 3 * BS + 3}
+    for t, slot in slots.items():
+        blk, off = divmod(slot, BS)
+        torch.testing.assert_close(kc[blk, off].double(), want_k[t],
+                                   rtol=2e-6, atol=2e-6)
+        assert torch.equal(vc[blk, off], value[t])
+    for slot in set(range(NB * BS)) - set(slots.values()):
+        blk, off = divmod(slot, BS)
+        assert kc[blk, off].view(torch.uint8).eq(POISON).all()
+        assert vc[blk, off].view(torch.uint8).eq(POISON).all()
+    # rope_positions is int64: FlashInfer's int32 positions are refused by
+    # name, nothing written.
+    kc.view(torch.uint8).fill_(POISON)
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=re.escape("rope_positions: dtype is i32")):
+        b.paged_kv_append(key, value, batch, page_pos, kv_indices, kv_indptr,
+                          kc, vc, query=query, q_out=q_out,
+                          rope_positions=pos.int(), cos_sin_cache=cs,
+                          k_norm_weight=kw, q_norm_weight=qw,
+                          epsilon=torch.tensor([1e-6]))
+    assert kc.view(torch.uint8).eq(POISON).all()

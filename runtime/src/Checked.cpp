@@ -94,7 +94,8 @@ static bool inCosSinCache(int64_t position, int64_t maxPosition) {
   return position >= 0 && position < maxPosition;
 }
 
-/// append's prologue: token t rotates at rope_positions[t].
+/// append's and paged_kv_append's prologue: token t rotates at
+/// rope_positions[t].
 static Status checkRopePositions(const LaunchPlan &plan, const ReadBytes &read,
                                  int64_t maxPosition) {
   HostIndex positions;
@@ -231,6 +232,8 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
 /// "FlashInfer's page table"): every token whose index the kernel would
 /// skip is refused here, named, as is a slot used twice.
 static Status checkPageTable(const LaunchPlan &plan, const ReadBytes &read) {
+  if (int64_t maxPosition = ropeMaxPosition(plan); maxPosition >= 0)
+    KVRT_RETURN_IF_ERROR(checkRopePositions(plan, read, maxPosition));
   HostIndex batch, positions, indices, indptr;
   const TensorView &indptrView = plan.buffer(Param::KvIndptr);
   const TensorView &indicesView = plan.buffer(Param::KvIndices);

@@ -34,7 +34,8 @@ Status parsePrologue(const FieldReader &kernel, KernelDescription *out) {
   std::string path = kernel.field(key::kernel::prologue);
   if (!takesPrologue(out->kind))
     return KVRT_BUNDLE_ERROR("%s: a %s kernel has no fused prologue (only "
-                             "append and fused_append have one)",
+                             "append, fused_append and paged_kv_append have "
+                             "one)",
                              path.c_str(), kindName(out->kind));
   FieldReader object = kernel;
   KVRT_RETURN_IF_ERROR(kernel.getObject(key::kernel::prologue, &object));

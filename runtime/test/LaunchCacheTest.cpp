@@ -600,7 +600,9 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
       {&Paged::key, &Paged::value, &Paged::batch_indices, &Paged::positions,
        &Paged::kv_indices, &Paged::kv_indptr, &Paged::key_cache,
        &Paged::value_cache, &Paged::key_scale, &Paged::value_scale,
-       &Paged::key_scale_cache, &Paged::value_scale_cache},
+       &Paged::key_scale_cache, &Paged::value_scale_cache, &Paged::query,
+       &Paged::q_out, &Paged::rope_positions, &Paged::cos_sin_cache,
+       &Paged::k_norm_weight, &Paged::q_norm_weight, &Paged::epsilon},
       /*hasVariant=*/true);
   using FusedGather = kvrt_fused_gather_args;
   expectEveryTensorKeyed<FusedGather>(

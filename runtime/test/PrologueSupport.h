@@ -34,7 +34,7 @@ inline std::vector<std::string> prologueParams(const std::string &kind,
       if (parts.q)
         params.insert(params.end(), {"query", "q_out"});
       if (parts.rope) {
-        if (kind == "append")
+        if (kind == "append" || kind == "paged_kv_append")
           params.push_back("rope_positions");
         params.push_back("cos_sin_cache");
       }

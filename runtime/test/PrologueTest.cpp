@@ -16,7 +16,8 @@ namespace {
 /// The standard bundle plus the prologue descriptions the tests launch:
 /// "kv_rope" (append, every part, GPT-J), "kv_rope_neox" (the same, NeoX),
 /// "kv_norm" (append, K's norm only), "kv_fused_rope" (fused_append, every
-/// part).
+/// part), "kv_paged_rope" (paged_kv_append, every part), "kv_paged"
+/// (paged_kv_append, no prologue).
 json prologueBundle() {
   json bundle = standardBundle();
   for (json &kernel : describePrologue("kv_rope", "append", Parts()))
@@ -29,6 +30,11 @@ json prologueBundle() {
     bundle["kernels"].push_back(kernel);
   for (json &kernel :
        describePrologue("kv_fused_rope", "fused_append", Parts()))
+    bundle["kernels"].push_back(kernel);
+  for (json &kernel :
+       describePrologue("kv_paged_rope", "paged_kv_append", Parts()))
+    bundle["kernels"].push_back(kernel);
+  for (json &kernel : describe("kv_paged", "paged_kv_append"))
     bundle["kernels"].push_back(kernel);
   return bundle;
 }
@@ -52,6 +58,45 @@ protected:
     kWeight = HostTensor::compact(bf16(), {kHeadDim});
     qWeight = HostTensor::compact(bf16(), {kHeadDim});
     epsilon = HostTensor::compact(f32(), {1});
+    // FlashInfer's page table: request 0's pages 0 and 2, request 1's page
+    // 1; tokens 0-2 of request 0 at positions 0-2, tokens 3-4 of request 1
+    // at 0-1.
+    batchIndices = HostTensor::compact(i32(), {kTokens});
+    pagePositions = HostTensor::compact(i32(), {kTokens});
+    kvIndices = HostTensor::compact(i32(), {3});
+    kvIndptr = HostTensor::compact(i32(), {3});
+    setI32(batchIndices, {0, 0, 0, 1, 1});
+    setI32(pagePositions, {0, 1, 2, 0, 1});
+    setI32(kvIndices, {0, 2, 1});
+    setI32(kvIndptr, {0, 2, 3});
+  }
+  static void setI32(HostTensor &tensor, std::vector<int32_t> values) {
+    std::memcpy(tensor.data(), values.data(), values.size() * sizeof(int32_t));
+  }
+
+  /// paged_kv_append with every prologue tensor.
+  kvrt_paged_kv_append_args pagedArgs() {
+    kvrt_paged_kv_append_args args = KVRT_ARGS_INIT(kvrt_paged_kv_append_args);
+    args.kernel = "kv_paged_rope";
+    args.key = key.get();
+    args.value = value.get();
+    args.batch_indices = batchIndices.get();
+    args.positions = pagePositions.get();
+    args.kv_indices = kvIndices.get();
+    args.kv_indptr = kvIndptr.get();
+    args.key_cache = keyCache.get();
+    args.value_cache = valueCache.get();
+    args.query = query.get();
+    args.q_out = qOut.get();
+    args.rope_positions = positions.get();
+    args.cos_sin_cache = cosSin.get();
+    args.k_norm_weight = kWeight.get();
+    args.q_norm_weight = qWeight.get();
+    args.epsilon = epsilon.get();
+    return args;
+  }
+  kvrt_status launch(const kvrt_paged_kv_append_args &args) {
+    return kvrt_paged_kv_append(bundle.get(), &args, nullptr);
   }
 
   kvrt_append_args ropeArgs(const char *kernel = "kv_rope") {
@@ -91,6 +136,7 @@ protected:
   }
 
   HostTensor query, qOut, positions, cosSin, kWeight, qWeight, epsilon;
+  HostTensor batchIndices, pagePositions, kvIndices, kvIndptr;
 };
 
 //===----------------------------------------------------------------------===//
@@ -139,6 +185,47 @@ TEST_F(PrologueTest, FusedAppendPacksEveryPrologueParameter) {
   EXPECT_EQ(param(names, "max_position"), kMaxPosition);
   EXPECT_EQ(param(names, "query_stride_token"), kQkvRow);
   EXPECT_EQ(param(names, "q_out_stride_token"), kQueryHeads * kHeadDim);
+}
+
+TEST_F(PrologueTest, PagedKvAppendPacksEveryPrologueParameter) {
+  ASSERT_EQ(launch(pagedArgs()), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(calls(), 1);
+  std::vector<std::string> names = prologueParams("paged_kv_append", Parts());
+  ASSERT_EQ(recorded().params.size(), names.size());
+  EXPECT_EQ(param(names, "positions"), address(pagePositions));
+  EXPECT_EQ(param(names, "query"), address(qkv));
+  EXPECT_EQ(param(names, "q_out"), address(qOut));
+  EXPECT_EQ(param(names, "rope_positions"), address(positions));
+  EXPECT_EQ(param(names, "cos_sin_cache"), address(cosSin));
+  EXPECT_EQ(param(names, "k_norm_weight"), address(kWeight));
+  EXPECT_EQ(param(names, "q_norm_weight"), address(qWeight));
+  EXPECT_EQ(param(names, "epsilon"), address(epsilon));
+  EXPECT_EQ(param(names, "batch_size"), 2);
+  EXPECT_EQ(param(names, "num_indices"), 3);
+  EXPECT_EQ(param(names, "max_position"), kMaxPosition);
+  EXPECT_EQ(param(names, "query_stride_token"), kQkvRow);
+  EXPECT_EQ(param(names, "q_out_stride_token"), kQueryHeads * kHeadDim);
+  EXPECT_EQ(param(names, "num_tokens"), kTokens);
+}
+
+TEST_F(PrologueTest, PagedKvAppendRefusesAMissingOrWrongPrologueTensor) {
+  kvrt_paged_kv_append_args args = pagedArgs();
+  args.rope_positions = nullptr;
+  expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT, {"rope_positions"});
+  // FlashInfer's positions are int32; rope_positions stays int64.
+  args = pagedArgs();
+  args.rope_positions = pagePositions.get();
+  expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT, {"rope_positions"});
+  HostTensor shortQ =
+      HostTensor::compact(bf16(), {kTokens - 1, kQueryHeads, kHeadDim});
+  args = pagedArgs();
+  args.q_out = shortQ.get();
+  expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT, {"q_out"});
+  // A description without a prologue refuses the prologue's tensors.
+  args = pagedArgs();
+  args.kernel = "kv_paged";
+  expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT,
+                {"query", "no fused prologue"});
 }
 
 TEST_F(PrologueTest, QOutMayBeQueryItself) {
@@ -455,6 +542,25 @@ TEST_F(PrologueCheckedTest, PaddingTokensPositionIsChecked) {
   setI64(positions, {0, 3, 40, 3, 12});
   expectRefused(launch(ropeArgs()), KVRT_ERROR_INVALID_ARGUMENT,
                 {"rope_positions[2] = 40 is outside the cos/sin cache"});
+}
+
+TEST_F(PrologueCheckedTest, PagedPositionPastTheCosSinCacheIsRefused) {
+  checked(true);
+  ASSERT_EQ(launch(pagedArgs()), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(calls(), 1);
+  recorded() = Recorded();
+  setI64(positions, {0, 3, 7, kMaxPosition, 12});
+  expectRefused(launch(pagedArgs()), KVRT_ERROR_INVALID_ARGUMENT,
+                {"rope_positions[3] = 32 is outside the cos/sin cache"});
+  // Padding (batch index -1) is no exception: its Q row is written.
+  setI64(positions, {0, 3, -2, 1, 12});
+  setI32(batchIndices, {0, 0, -1, 1, 1});
+  checked(false);
+  ASSERT_EQ(launch(pagedArgs()), KVRT_SUCCESS) << kvrt_last_error();
+  recorded() = Recorded();
+  checked(true);
+  expectRefused(launch(pagedArgs()), KVRT_ERROR_INVALID_ARGUMENT,
+                {"rope_positions[2] = -2 is outside the cos/sin cache"});
 }
 
 TEST_F(PrologueCheckedTest, FusedPositionPastTheCosSinCacheIsRefused) {

@@ -157,6 +157,44 @@ std::vector<std::string> Run::check(const Launcher &launch) {
     }
   }
 
+  // paged_kv_append: FlashInfer's page table. The slot is the page table's
+  // (batch_indices, positions, kv_indptr, kv_indices); the RoPE position is
+  // rope_positions, drawn above, apart from it (FlashInfer's pos_ids).
+  // Request 0 has two pages, request 1 one whose id is negative (its token
+  // has no slot, its Q is written), request 2 three. Token 3 is padding
+  // (batch index -1), token 4's position is past its request's pages, token
+  // 7's batch index is past the batch; neither has a slot.
+  const bool paged = d.kind == Kind::PagedKvAppend;
+  std::vector<int32_t> batchIndices, pagePositions, kvIndices, kvIndptr;
+  if (paged) {
+    std::vector<int32_t> ids(numBlocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    kvIndices = {ids[0], ids[1], -1, ids[2], ids[3], ids[4]};
+    kvIndptr = {0, 2, 3, 6};
+    const int64_t bs = d.blockSize;
+    batchIndices = {0, 0, 2, -1, 0, 1, 2, 3, 2};
+    pagePositions = {0,
+                     int32_t(2 * bs - 1),
+                     int32_t(bs + 1),
+                     0,
+                     int32_t(2 * bs),
+                     0,
+                     int32_t(3 * bs - 1),
+                     0,
+                     1};
+    for (int64_t t = 0; t < numTokens; ++t) {
+      slots[t] = -1;
+      int64_t b = batchIndices[t], p = pagePositions[t];
+      if (b < 0 || b >= int64_t(kvIndptr.size()) - 1)
+        continue;
+      int64_t column = kvIndptr[b] + p / bs;
+      if (column >= kvIndptr[b + 1] || kvIndices[column] < 0)
+        continue;
+      slots[t] = kvIndices[column] * bs + p % bs;
+    }
+  }
+
   std::vector<uint8_t> kWeight = poisoned(D, d.sourceDtype, 0);
   std::vector<uint8_t> qWeight = poisoned(D, d.sourceDtype, 0);
   for (int64_t e = 0; e < D; ++e) {
@@ -309,6 +347,18 @@ std::vector<std::string> Run::check(const Launcher &launch) {
       case P::SlotMapping:
         buffer = vecBuffer(slots);
         break;
+      case P::BatchIndices:
+        buffer = vecBuffer(batchIndices);
+        break;
+      case P::Positions:
+        buffer = vecBuffer(pagePositions);
+        break;
+      case P::KvIndices:
+        buffer = vecBuffer(kvIndices);
+        break;
+      case P::KvIndptr:
+        buffer = vecBuffer(kvIndptr);
+        break;
       case P::KeyCache:
         buffer = vecBuffer(keyCache);
         break;
@@ -360,6 +410,12 @@ std::vector<std::string> Run::check(const Launcher &launch) {
       break;
     case P::NumBlocks:
       v = numBlocks;
+      break;
+    case P::BatchSize:
+      v = int64_t(kvIndptr.size()) - 1;
+      break;
+    case P::NumIndices:
+      v = int64_t(kvIndices.size());
       break;
     case P::KeyStrideToken:
     case P::ValueStrideToken:
@@ -619,7 +675,9 @@ std::vector<Case> prologue::cases() {
     c.spec.rope = rope;
     c.spec.rotaryDim = rotaryDim;
     c.spec.qHeads = qHeads;
-    d.name = std::string(kind == Kind::Append ? "p_" : "pf_") +
+    d.name = std::string(kind == Kind::Append        ? "p_"
+                         : kind == Kind::FusedAppend ? "pf_"
+                                                     : "pp_") +
              layoutName(sh.layout) + "_" + dtypeName(ty.source) + "_" +
              (ty.quant ? ty.quant->tag() : std::string(dtypeName(ty.cache))) +
              "_h" + std::to_string(sh.heads) + "x" +
@@ -661,6 +719,17 @@ std::vector<Case> prologue::cases() {
       Kind::FusedAppend);
   add(types[3], shapes[0], true, Rope::None, 0, 4, Kind::FusedAppend);
   add(types[4], shapes[1], true, Rope::Neox, 32, 0, Kind::FusedAppend);
+  // paged_kv_append (FlashInfer's page table), RoPE at rope_positions:
+  // FlashInfer's fused op's cache (fp8 e4m3, static per-tensor scale, NHD
+  // and HND, no norm, NeoX and GPT-J), and the other parts on 16-bit caches.
+  add(types[2], shapes[0], false, Rope::Neox, 128, 8, Kind::PagedKvAppend);
+  add(types[2], shapes[1], false, Rope::Gptj, 64, 4, Kind::PagedKvAppend);
+  add(types[2], shapes[0], false, Rope::Neox, 64, 2, Kind::PagedKvAppend);
+  add(types[0], shapes[1], true, Rope::Neox, 32, 2, Kind::PagedKvAppend);
+  add(types[3], shapes[0], true, Rope::Gptj, 128, 0, Kind::PagedKvAppend);
+  add(types[1], shapes[1], true, Rope::None, 0, 4, Kind::PagedKvAppend);
+  add(types[2], shapes[0], false, Rope::Neox, 128, 4, Kind::PagedKvAppend,
+      true);
   // In place: q_out is query, a strided view of the QKV buffer (vLLM's
   // call). NeoX and GPT-J, with and without norm, full and partial rotary;
   // NeoX rotary 32 of 128 (16 chunks: 2 pairs and 12 chunks alone, 14 units

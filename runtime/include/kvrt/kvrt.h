@@ -168,8 +168,9 @@ typedef enum kvrt_variant {
  *                   out. q_out may be query itself (the same data +
  *                   byte_offset, shape and strides: in place); any other
  *                   overlap with a tensor of the launch is refused.
- *   rope_positions  int64 [num_tokens], contiguous (rope; append only: the
- *                   fused append takes the slot rule's position). A position
+ *   rope_positions  int64 [num_tokens], contiguous (rope; append and
+ *                   paged_kv_append: the fused append takes the slot rule's
+ *                   position). A position
  *                   outside [0, max_position) writes nothing for its token
  *                   (no K, V or Q); checked mode refuses it.
  *   cos_sin_cache   [max_position, rotary_dim], source dtype, compact: row p
@@ -332,6 +333,15 @@ typedef struct kvrt_paged_kv_append_args {
   const DLTensor *value_scale;
   const DLTensor *key_scale_cache;
   const DLTensor *value_scale_cache;
+  /* The fused prologue's tensors, as in kvrt_append_args: a token rotates
+   * at rope_positions[i] (FlashInfer's pos_ids, apart from positions). */
+  const DLTensor *query;
+  const DLTensor *q_out;
+  const DLTensor *rope_positions;
+  const DLTensor *cos_sin_cache;
+  const DLTensor *k_norm_weight;
+  const DLTensor *q_norm_weight;
+  const DLTensor *epsilon;
 } kvrt_paged_kv_append_args;
 #define KVRT_PAGED_KV_APPEND_ARGS_STRUCT_SIZE                                  \
   KVRT_STRUCT_SIZE(kvrt_paged_kv_append_args, value_scale_cache)
@@ -484,6 +494,13 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_paged_kv_append_args, key_cache, KeyCache)                            \
   X(kvrt_paged_kv_append_args, value_cache, ValueCache)                        \
   KVRT_KIND_SCALE_TENSORS(X, kvrt_paged_kv_append_args)                        \
+  X(kvrt_paged_kv_append_args, query, Query)                                   \
+  X(kvrt_paged_kv_append_args, q_out, QOut)                                    \
+  X(kvrt_paged_kv_append_args, rope_positions, RopePositions)                  \
+  X(kvrt_paged_kv_append_args, cos_sin_cache, CosSinCache)                     \
+  X(kvrt_paged_kv_append_args, k_norm_weight, KNormWeight)                     \
+  X(kvrt_paged_kv_append_args, q_norm_weight, QNormWeight)                     \
+  X(kvrt_paged_kv_append_args, epsilon, Epsilon)                               \
   KVRT_KIND_REQUEST_TENSORS(X, kvrt_fused_gather_args)                         \
   X(kvrt_fused_gather_args, key_cache, KeyCache)                               \
   X(kvrt_fused_gather_args, value_cache, ValueCache)                           \

@@ -62,10 +62,11 @@ LogicalResult kvgen::kv::verifyKernelPrologue(Operation *op,
     return op->emitOpError()
            << "cannot normalize a latent cache's entry: MLA takes rope "
               "(on k_pe) and no norm";
-  if (kind != abi::KernelKind::Append && kind != abi::KernelKind::FusedAppend)
+  if (kind != abi::KernelKind::Append && kind != abi::KernelKind::FusedAppend &&
+      kind != abi::KernelKind::PagedKvAppend)
     return op->emitOpError()
-           << "does not take a prologue yet: kv.append and kv.fused_append "
-              "do (docs/dev/PROLOGUE.md)";
+           << "does not take a prologue yet: kv.append, kv.fused_append and "
+              "kv.paged_kv_append do (docs/dev/PROLOGUE.md)";
   int64_t headDim = cache.getHeadDim();
   if (prologue.getRotaryDim() > headDim)
     return op->emitOpError()
