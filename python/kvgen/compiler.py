@@ -183,7 +183,10 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
     return "\n".join(lines) + "\n"
 
 
-_PROLOGUE_KEYS = ("q_heads", "norm", "rope", "rotary_dim")
+_PROLOGUE_KEYS = ("q_heads", "norm", "rope", "rotary_dim", "q_quant",
+                  "cos_sin")
+_PROLOGUE_KEYWORDS = {"norm": "rms", "rope": "neox or gptj",
+                      "q_quant": "fp8_e4m3", "cos_sin": "f32"}
 
 
 def _prologue(prologue):
@@ -208,7 +211,7 @@ def _prologue(prologue):
         elif not isinstance(value, str) or not value.isidentifier():
             raise ValueError(
                 "prologue.%s: expected a keyword (%s), got %r"
-                % (key, "rms" if key == "norm" else "neox or gptj", value))
+                % (key, _PROLOGUE_KEYWORDS[key], value))
         else:
             parts.append("%s = %s" % (key, value))
     return "#kv.prologue<%s>" % ", ".join(parts)

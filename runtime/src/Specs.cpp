@@ -216,15 +216,17 @@ static bool prologueSpec(Param param, const KernelDescription &kernel,
   switch (param) {
   case Param::Query:
   case Param::QOut:
-    *out = makeSpec(param, source, k, "[num_tokens, q_heads, head_dim]",
-                    {{"num_tokens", -1},
-                     {"q_heads", prologue.qHeads},
-                     {"head_dim", headDim}});
+    *out = makeSpec(
+        param, param == Param::QOut && prologue.qQuant ? DType::F8E4M3 : source,
+        k, "[num_tokens, q_heads, head_dim]",
+        {{"num_tokens", -1},
+         {"q_heads", prologue.qHeads},
+         {"head_dim", headDim}});
     // Two Q elements at one address would be written by two threads.
     out->injective = param == Param::QOut;
     return true;
   case Param::CosSinCache:
-    *out = makeSpec(param, source, k,
+    *out = makeSpec(param, prologue.f32CosSin ? DType::F32 : source, k,
                     "[max_position, rotary_dim] (compact, cos then sin)",
                     {{"max_position", -1}, {"rotary_dim", prologue.rotaryDim}});
     out->compact = true;
@@ -236,6 +238,7 @@ static bool prologueSpec(Param param, const KernelDescription &kernel,
     out->compact = true;
     return true;
   case Param::Epsilon:
+  case Param::QScale:
     *out = makeSpec(param, DType::F32, k, "[1] (f32)", {{"1", 1}});
     out->compact = true;
     return true;

@@ -17,7 +17,8 @@ namespace {
 /// "kv_rope" (append, every part, GPT-J), "kv_rope_neox" (the same, NeoX),
 /// "kv_norm" (append, K's norm only), "kv_fused_rope" (fused_append, every
 /// part), "kv_paged_rope" (paged_kv_append, every part), "kv_paged"
-/// (paged_kv_append, no prologue).
+/// (paged_kv_append, no prologue), "kv_paged_fp8q" (paged_kv_append, Q and
+/// NeoX RoPE, Q written as fp8 with q_scale, the cos/sin cache in f32).
 json prologueBundle() {
   json bundle = standardBundle();
   for (json &kernel : describePrologue("kv_rope", "append", Parts()))
@@ -35,6 +36,9 @@ json prologueBundle() {
        describePrologue("kv_paged_rope", "paged_kv_append", Parts()))
     bundle["kernels"].push_back(kernel);
   for (json &kernel : describe("kv_paged", "paged_kv_append"))
+    bundle["kernels"].push_back(kernel);
+  for (json &kernel : describePrologue("kv_paged_fp8q", "paged_kv_append",
+                                       {true, false, true, true}, "neox"))
     bundle["kernels"].push_back(kernel);
   return bundle;
 }
@@ -226,6 +230,58 @@ TEST_F(PrologueTest, PagedKvAppendRefusesAMissingOrWrongPrologueTensor) {
   args.kernel = "kv_paged";
   expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT,
                 {"query", "no fused prologue"});
+}
+
+TEST_F(PrologueTest, Fp8QTakesQScaleAndAnF32CosSinCache) {
+  HostTensor qOut8 =
+      HostTensor::compact(f8e4m3(), {kTokens, kQueryHeads, kHeadDim});
+  HostTensor cosSin32 = HostTensor::compact(f32(), {kMaxPosition, kRotaryDim});
+  HostTensor qScale = HostTensor::compact(f32(), {1});
+  auto args = [&] {
+    kvrt_paged_kv_append_args a = pagedArgs();
+    a.kernel = "kv_paged_fp8q";
+    a.k_norm_weight = a.q_norm_weight = a.epsilon = nullptr;
+    a.q_out = qOut8.get();
+    a.cos_sin_cache = cosSin32.get();
+    a.q_scale = qScale.get();
+    return a;
+  };
+  ASSERT_EQ(launch(args()), KVRT_SUCCESS) << kvrt_last_error();
+  std::vector<std::string> names =
+      prologueParams("paged_kv_append", {true, false, true, true});
+  ASSERT_EQ(recorded().params.size(), names.size());
+  EXPECT_EQ(param(names, "q_out"), address(qOut8));
+  EXPECT_EQ(param(names, "cos_sin_cache"), address(cosSin32));
+  EXPECT_EQ(param(names, "q_scale"), address(qScale));
+  EXPECT_EQ(param(names, "q_out_stride_token"), kQueryHeads * kHeadDim);
+  // uint8 is fp8's other DLPack spelling.
+  HostTensor qOutU8 =
+      HostTensor::compact(u8(), {kTokens, kQueryHeads, kHeadDim});
+  kvrt_paged_kv_append_args a = args();
+  a.q_out = qOutU8.get();
+  ASSERT_EQ(launch(a), KVRT_SUCCESS) << kvrt_last_error();
+  recorded() = Recorded();
+  // Each refused by name, nothing launched.
+  a = args();
+  a.q_out = qOut.get();
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT, {"q_out", "dtype"});
+  a = args();
+  a.cos_sin_cache = cosSin.get();
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT,
+                {"cos_sin_cache", "dtype"});
+  a = args();
+  a.q_scale = nullptr;
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT,
+                {"q_scale: tensor is NULL", "q_quant"});
+  HostTensor twoScales = HostTensor::compact(f32(), {2});
+  a = args();
+  a.q_scale = twoScales.get();
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT, {"q_scale"});
+  // A description without q_quant refuses q_scale.
+  kvrt_paged_kv_append_args plain = pagedArgs();
+  plain.q_scale = qScale.get();
+  expectRefused(launch(plain), KVRT_ERROR_INVALID_ARGUMENT,
+                {"q_scale: must be NULL"});
 }
 
 TEST_F(PrologueTest, QOutMayBeQueryItself) {
@@ -647,6 +703,10 @@ TEST_F(PrologueManifestTest, RefusesABrokenPrologue) {
         k["params"] = prologueParams("append", {true, true, false});
       },
       "only a prologue with rope has one");
+  expectBundleRefused([](json &k) { k["prologue"]["q_quant"] = "int8"; },
+                      "Q's quantization is \"fp8_e4m3\", with q_heads");
+  expectBundleRefused([](json &k) { k["prologue"]["cos_sin"] = "bf16"; },
+                      "the cos/sin cache's dtype is \"f32\"");
   expectBundleRefused(
       [](json &k) {
         k["cache"]["k_only"] = true;

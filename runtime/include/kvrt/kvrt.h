@@ -177,7 +177,12 @@ typedef enum kvrt_variant {
  *                   is cos then sin (vLLM's) (rope).
  *   k_norm_weight   [head_dim], source dtype, compact (norm).
  *   q_norm_weight   [head_dim], source dtype, compact (norm with q_heads).
- *   epsilon         f32 [1] (norm): RMSNorm's epsilon, read by the kernel. */
+ *   epsilon         f32 [1] (norm): RMSNorm's epsilon, read by the kernel.
+ *   q_scale         f32 [1] (q_quant = fp8_e4m3): q_out is then fp8 e4m3
+ *                   (DLPack float8_e4m3fn or uint8), Q / q_scale saturated
+ *                   and rounded; without q_quant q_out has the source dtype.
+ *   A description with cos_sin = f32 takes cos_sin_cache in f32 whatever
+ *   the source dtype (FlashInfer's). */
 typedef struct kvrt_append_args {
   size_t struct_size; /* KVRT_ARGS_INIT(kvrt_append_args) */
   const char *kernel;
@@ -199,6 +204,7 @@ typedef struct kvrt_append_args {
   const DLTensor *k_norm_weight;
   const DLTensor *q_norm_weight;
   const DLTensor *epsilon;
+  const DLTensor *q_scale;
 } kvrt_append_args;
 #define KVRT_APPEND_ARGS_STRUCT_SIZE                                           \
   KVRT_STRUCT_SIZE(kvrt_append_args, value_scale_cache)
@@ -299,6 +305,7 @@ typedef struct kvrt_fused_append_args {
   const DLTensor *k_norm_weight;
   const DLTensor *q_norm_weight;
   const DLTensor *epsilon;
+  const DLTensor *q_scale;
 } kvrt_fused_append_args;
 #define KVRT_FUSED_APPEND_ARGS_STRUCT_SIZE                                     \
   KVRT_STRUCT_SIZE(kvrt_fused_append_args, value_scale_cache)
@@ -342,6 +349,7 @@ typedef struct kvrt_paged_kv_append_args {
   const DLTensor *k_norm_weight;
   const DLTensor *q_norm_weight;
   const DLTensor *epsilon;
+  const DLTensor *q_scale;
 } kvrt_paged_kv_append_args;
 #define KVRT_PAGED_KV_APPEND_ARGS_STRUCT_SIZE                                  \
   KVRT_STRUCT_SIZE(kvrt_paged_kv_append_args, value_scale_cache)
@@ -455,6 +463,7 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_append_args, k_norm_weight, KNormWeight)                              \
   X(kvrt_append_args, q_norm_weight, QNormWeight)                              \
   X(kvrt_append_args, epsilon, Epsilon)                                        \
+  X(kvrt_append_args, q_scale, QScale)                                         \
   KVRT_KIND_REQUEST_TENSORS(X, kvrt_slot_mapping_args)                         \
   X(kvrt_slot_mapping_args, slot_mapping, SlotMapping)                         \
   X(kvrt_fused_append_args, key, Key)                                          \
@@ -469,6 +478,7 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_fused_append_args, k_norm_weight, KNormWeight)                        \
   X(kvrt_fused_append_args, q_norm_weight, QNormWeight)                        \
   X(kvrt_fused_append_args, epsilon, Epsilon)                                  \
+  X(kvrt_fused_append_args, q_scale, QScale)                                   \
   X(kvrt_gather_args, key_cache, KeyCache)                                     \
   X(kvrt_gather_args, value_cache, ValueCache)                                 \
   X(kvrt_gather_args, slot_mapping, SlotMapping)                               \
@@ -501,6 +511,7 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_paged_kv_append_args, k_norm_weight, KNormWeight)                     \
   X(kvrt_paged_kv_append_args, q_norm_weight, QNormWeight)                     \
   X(kvrt_paged_kv_append_args, epsilon, Epsilon)                               \
+  X(kvrt_paged_kv_append_args, q_scale, QScale)                                \
   KVRT_KIND_REQUEST_TENSORS(X, kvrt_fused_gather_args)                         \
   X(kvrt_fused_gather_args, key_cache, KeyCache)                               \
   X(kvrt_fused_gather_args, value_cache, ValueCache)                           \

@@ -99,3 +99,23 @@ kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, 
 
 // expected-error @+1 {{'kv.append' op a prologue on a K-only cache is not supported yet}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16, k_only = true> from bf16 prologue #kv.prologue<norm = rms>
+
+// -----
+
+// expected-error @+1 {{unknown q_quant 'int8': expected fp8_e4m3}}
+kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<q_heads = 8, rope = neox, rotary_dim = 64, q_quant = int8>
+
+// -----
+
+// expected-error @+1 {{q_quant = fp8_e4m3 needs q_heads: it quantizes the Q the prologue writes}}
+kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<rope = neox, rotary_dim = 64, q_quant = fp8_e4m3>
+
+// -----
+
+// expected-error @+1 {{unknown cos_sin 'bf16': expected f32 (or absent: the source dtype)}}
+kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<rope = neox, rotary_dim = 64, cos_sin = bf16>
+
+// -----
+
+// expected-error @+1 {{cos_sin = f32 without rope: only RoPE reads the cos/sin cache}}
+kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<norm = rms, cos_sin = f32>

@@ -15,7 +15,8 @@ using namespace kvgen::kv;
 
 LogicalResult PrologueAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t qHeads, StringRef norm,
-                                   StringRef rope, int64_t rotaryDim) {
+                                   StringRef rope, int64_t rotaryDim,
+                                   StringRef qQuant, StringRef cosSin) {
   if (qHeads < 0)
     return emitError() << "q_heads must be positive (or absent for no Q), "
                           "got "
@@ -39,6 +40,19 @@ LogicalResult PrologueAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "rotary_dim must be even (RoPE rotates pairs of "
                           "elements), got "
                        << rotaryDim;
+  if (!qQuant.empty() && qQuant != "fp8_e4m3")
+    return emitError() << "unknown q_quant '" << qQuant
+                       << "': expected fp8_e4m3";
+  if (!qQuant.empty() && qHeads <= 0)
+    return emitError() << "q_quant = " << qQuant
+                       << " needs q_heads: it quantizes the Q the prologue "
+                          "writes";
+  if (!cosSin.empty() && cosSin != "f32")
+    return emitError() << "unknown cos_sin '" << cosSin
+                       << "': expected f32 (or absent: the source dtype)";
+  if (!cosSin.empty() && rope.empty())
+    return emitError() << "cos_sin = " << cosSin
+                       << " without rope: only RoPE reads the cos/sin cache";
   return success();
 }
 
