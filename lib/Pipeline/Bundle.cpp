@@ -123,11 +123,15 @@ std::string kvgen::writeBundle(ArrayRef<KernelPlan> plans,
       llvm::json::Object o;
       if (prologue.hasQ())
         o[key::prologue::q_heads] = prologue.getQHeads();
+      if (prologue.hasQQuant())
+        o[key::prologue::q_quant] = prologue.getQQuant().str();
       if (prologue.hasNorm())
         o[key::prologue::norm] = prologue.getNorm().str();
       if (prologue.hasRope()) {
         o[key::prologue::rope] = prologue.getRope().str();
         o[key::prologue::rotary_dim] = prologue.getRotaryDim();
+        if (prologue.hasF32CosSin())
+          o[key::prologue::cos_sin] = prologue.getCosSin().str();
       }
       k[key::kernel::prologue] = std::move(o);
     }

@@ -86,26 +86,32 @@ def append_args(kernel, key, value, slot_mapping, key_cache, value_cache,
                 variant=VARIANT_AUTO, key_scale=None, value_scale=None,
                 key_scale_cache=None, value_scale_cache=None, query=None,
                 q_out=None, rope_positions=None, cos_sin_cache=None,
-                k_norm_weight=None, q_norm_weight=None, epsilon=None):
+                k_norm_weight=None, q_norm_weight=None, epsilon=None,
+                q_scale=None):
     """kvrt_append_args (tensors: Tensor, DLTensor, a pointer, or None);
-    query .. epsilon are a fused prologue's (docs/KERNEL-ABI.md)."""
+    query .. q_scale are a fused prologue's (docs/KERNEL-ABI.md)."""
     return Args("append", kernel, variant,
                 (key, value, slot_mapping, key_cache, value_cache, key_scale,
                  value_scale, key_scale_cache, value_scale_cache, query,
                  q_out, rope_positions, cos_sin_cache, k_norm_weight,
-                 q_norm_weight, epsilon))
+                 q_norm_weight, epsilon, q_scale))
 
 
 def paged_kv_append_args(kernel, key, value, batch_indices, positions,
                          kv_indices, kv_indptr, key_cache, value_cache,
                          variant=VARIANT_AUTO, key_scale=None,
                          value_scale=None, key_scale_cache=None,
-                         value_scale_cache=None):
+                         value_scale_cache=None, query=None, q_out=None,
+                         rope_positions=None, cos_sin_cache=None,
+                         k_norm_weight=None, q_norm_weight=None,
+                         epsilon=None, q_scale=None):
     """kvrt_paged_kv_append_args, as append_args."""
     return Args("paged_kv_append", kernel, variant,
                 (key, value, batch_indices, positions, kv_indices, kv_indptr,
                  key_cache, value_cache, key_scale, value_scale,
-                 key_scale_cache, value_scale_cache))
+                 key_scale_cache, value_scale_cache, query, q_out,
+                 rope_positions, cos_sin_cache, k_norm_weight, q_norm_weight,
+                 epsilon, q_scale))
 
 
 class Tensor:

@@ -127,8 +127,8 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
     (default: all of them; for a K/V cache append, slot_mapping,
     fused_append and paged_kv_append). `prologue` (a dict of q_heads, norm,
     rope, rotary_dim, each optional) gives the kinds that take a fused
-    prologue (append, fused_append; mla_append, mla_fused_append: rope on
-    k_pe and q_pe) the #kv.prologue<...> of
+    prologue (append, fused_append, paged_kv_append; mla_append,
+    mla_fused_append: rope on k_pe and q_pe) the #kv.prologue<...> of
     docs/CONTRACT.md; with it, `kernels` defaults to those kinds."""
     latent = kv_lora_rank is not None or rope_dim is not None
     kinds = {k.name: k for k in _kernels_for(latent)}
@@ -184,7 +184,10 @@ def describe(layout=_VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8, head_di
     return "\n".join(lines) + "\n"
 
 
-_PROLOGUE_KEYS = ("q_heads", "norm", "rope", "rotary_dim")
+_PROLOGUE_KEYS = ("q_heads", "norm", "rope", "rotary_dim", "q_quant",
+                  "cos_sin")
+_PROLOGUE_KEYWORDS = {"norm": "rms", "rope": "neox or gptj",
+                      "q_quant": "fp8_e4m3", "cos_sin": "f32"}
 
 
 def _prologue_clause(text, latent):
@@ -216,7 +219,7 @@ def _prologue(prologue):
         elif not isinstance(value, str) or not value.isidentifier():
             raise ValueError(
                 "prologue.%s: expected a keyword (%s), got %r"
-                % (key, "rms" if key == "norm" else "neox or gptj", value))
+                % (key, _PROLOGUE_KEYWORDS[key], value))
         else:
             parts.append("%s = %s" % (key, value))
     return "#kv.prologue<%s>" % ", ".join(parts)

@@ -49,5 +49,5 @@ def test_append_args_launch_through_ctypes():
 
 
 def test_args_struct_refuses_too_many_tensors():
-    with pytest.raises(ValueError, match="kvrt_append takes 16 tensors"):
-        capi.Args("APPEND", None, 0, (None,) * 17)
+    with pytest.raises(ValueError, match="kvrt_append takes 17 tensors"):
+        capi.Args("APPEND", None, 0, (None,) * 18)

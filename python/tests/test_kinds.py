@@ -35,13 +35,13 @@ def test_every_kind_has_traits_and_a_launch():
         "key", "value", "slot_mapping", "key_cache", "value_cache",
         "key_scale", "value_scale", "key_scale_cache", "value_scale_cache",
         "query", "q_out", "rope_positions", "cos_sin_cache", "k_norm_weight",
-        "q_norm_weight", "epsilon")
+        "q_norm_weight", "epsilon", "q_scale")
     assert append.optional == append.tensors[5:]
     # A fused prologue's tensors, by kvrt's field names.
     assert append.prologue == append.tensors[9:]
     assert _kinds.by_name("fused_append").prologue == (
         "query", "q_out", "cos_sin_cache", "k_norm_weight", "q_norm_weight",
-        "epsilon")
+        "epsilon", "q_scale")
     assert _kinds.by_name("gather").prologue == ()
     assert _kinds.by_name("mla_fused_append").entry == "Latent"
     assert _kinds.by_name("gather").rows == "OutOf"
@@ -68,7 +68,8 @@ def test_bundle_methods_come_from_the_table():
         "kernel=None, variant='auto', key_scale=None, value_scale=None, "
         "key_scale_cache=None, value_scale_cache=None, query=None, "
         "q_out=None, rope_positions=None, cos_sin_cache=None, "
-        "k_norm_weight=None, q_norm_weight=None, epsilon=None, stream=None)")
+        "k_norm_weight=None, q_norm_weight=None, epsilon=None, "
+        "q_scale=None, stream=None)")
 
 
 def _method(kind):

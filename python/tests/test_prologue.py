@@ -215,3 +215,111 @@ def test_bundle_refuses_prologue_tensors_by_name():
                        match="query: must be NULL"):
         plain.append(key, value, slots, kc, vc, query=query)
     assert kc.view(torch.uint8).eq(POISON).all()
+
+
+def test_bundle_paged_kv_append_rotates_at_rope_positions():
+    """paged_kv_append (FlashInfer's page table): the slot from
+    batch_indices, positions, kv_indptr and kv_indices; RoPE at
+    rope_positions, apart from the page position (FlashInfer's pos_ids). A
+    padding token (batch index -1) writes no K or V but its Q."""
+    b = _bundle("neox", 8)
+    n = 5
+    qkv, query, key, value, kw, qw, pos, cs = _inputs(n, 8, seed=7)
+    batch = torch.tensor([0, 0, 1, -1, 1], dtype=torch.int32)
+    page_pos = torch.tensor([0, 5, 2, 0, 3], dtype=torch.int32)
+    kv_indices = torch.tensor([4, 1, 3], dtype=torch.int32)
+    kv_indptr = torch.tensor([0, 2, 3], dtype=torch.int32)
+    kc, vc = _poisoned((NB, BS, H, D)), _poisoned((NB, BS, H, D))
+    q_out = _poisoned((n, QH, D))
+    before = qkv.clone()
+    b.paged_kv_append(key, value, batch, page_pos, kv_indices, kv_indptr, kc,
+                      vc, query=query, q_out=q_out, rope_positions=pos,
+                      cos_sin_cache=cs, k_norm_weight=kw, q_norm_weight=qw,
+                      epsilon=torch.tensor([1e-6]))
+    assert torch.equal(qkv, before), "the prologue wrote its input"
+    torch.testing.assert_close(
+        q_out.double(), _reference(query, qw, cs, pos, 1e-6, "neox", 8),
+        rtol=2e-6, atol=2e-6)
+    want_k = _reference(key, kw, cs, pos, 1e-6, "neox", 8)
+    slots = {0: 4 * BS + 0, 1: 1 * BS + 1, 2: 3 * BS + 2, 4: 3 * BS + 3}
+    for t, slot in slots.items():
+        blk, off = divmod(slot, BS)
+        torch.testing.assert_close(kc[blk, off].double(), want_k[t],
+                                   rtol=2e-6, atol=2e-6)
+        assert torch.equal(vc[blk, off], value[t])
+    for slot in set(range(NB * BS)) - set(slots.values()):
+        blk, off = divmod(slot, BS)
+        assert kc[blk, off].view(torch.uint8).eq(POISON).all()
+        assert vc[blk, off].view(torch.uint8).eq(POISON).all()
+    # rope_positions is int64: FlashInfer's int32 positions are refused by
+    # name, nothing written.
+    kc.view(torch.uint8).fill_(POISON)
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=re.escape("rope_positions: dtype is i32")):
+        b.paged_kv_append(key, value, batch, page_pos, kv_indices, kv_indptr,
+                          kc, vc, query=query, q_out=q_out,
+                          rope_positions=pos.int(), cos_sin_cache=cs,
+                          k_norm_weight=kw, q_norm_weight=qw,
+                          epsilon=torch.tensor([1e-6]))
+    assert kc.view(torch.uint8).eq(POISON).all()
+
+
+def test_bundle_paged_kv_append_fp8_q_and_f32_cos_sin():
+    """FlashInfer's fused op's prologue: Q written as fp8 e4m3 (Q / q_scale,
+    q_quant), the cos/sin cache in f32 under a bf16 source (cos_sin), an fp8
+    cache with a static scale. Each fp8 value is within half an fp8 step
+    (2^-4 relative, e4m3's 3 fraction bits) of the float64 reference of the
+    same bf16 inputs, plus the bf16-free fp32 work (far below it)."""
+    prologue = {"q_heads": QH, "rope": "neox", "rotary_dim": 8,
+                "q_quant": "fp8_e4m3", "cos_sin": "f32"}
+    b = kvgen.compile(layout="paged_nhd", block_size=BS, num_kv_heads=H,
+                      head_dim=D, dtype="bf16", quant="fp8_e4m3",
+                      target="host", prologue=prologue)
+    n = 4
+    qkv, query, key, value, _, _, pos, cs = _inputs(n, 8, seed=11)
+    qkv = qkv.bfloat16()
+    query = qkv[:, :QH * D].unflatten(1, (QH, D))
+    key = qkv[:, QH * D:(QH + H) * D].unflatten(1, (H, D))
+    value = qkv[:, (QH + H) * D:].unflatten(1, (H, D))
+    batch = torch.tensor([0, 0, 1, 1], dtype=torch.int32)
+    page_pos = torch.tensor([0, 1, 0, 5], dtype=torch.int32)
+    kv_indices = torch.tensor([2, 0, 5], dtype=torch.int32)
+    kv_indptr = torch.tensor([0, 1, 3], dtype=torch.int32)
+    kc = _poisoned((NB, BS, H, D), torch.uint8)
+    vc = _poisoned((NB, BS, H, D), torch.uint8)
+    q_out = _poisoned((n, QH, D), torch.float8_e4m3fn)
+    k_scale, v_scale, q_scale = 0.02, 0.03, 0.015
+    b.paged_kv_append(key, value, batch, page_pos, kv_indices, kv_indptr,
+                      kc, vc, key_scale=torch.tensor([k_scale]),
+                      value_scale=torch.tensor([v_scale]), query=query,
+                      q_out=q_out, rope_positions=pos, cos_sin_cache=cs,
+                      q_scale=torch.tensor([q_scale]))
+    want_q = _reference(query, None, cs, pos, 0, "neox", 8)
+    got_q = q_out.double() * q_scale
+    torch.testing.assert_close(got_q, want_q, rtol=2 ** -4 + 1e-6,
+                               atol=2 ** -9 * q_scale)
+    want_k = _reference(key, None, cs, pos, 0, "neox", 8)
+    fp8 = torch.float8_e4m3fn
+    for t, slot in {0: 2 * BS, 1: 2 * BS + 1, 2: 0, 3: 5 * BS + 1}.items():
+        blk, off = divmod(slot, BS)
+        torch.testing.assert_close(
+            kc[blk, off].view(fp8).double() * k_scale, want_k[t],
+            rtol=2 ** -4 + 1e-6, atol=2 ** -9 * k_scale)
+        torch.testing.assert_close(
+            vc[blk, off].view(fp8).double() * v_scale, value[t].double(),
+            rtol=2 ** -4 + 1e-6, atol=2 ** -9 * v_scale)
+    # The cos/sin cache in the source dtype, or Q's scale left out: refused
+    # by name, nothing written.
+    kc.fill_(POISON)
+    for bad, message in [(dict(cos_sin_cache=cs.bfloat16()), "cos_sin_cache"),
+                         (dict(q_scale=None), "q_scale: tensor is NULL")]:
+        args = dict(key_scale=torch.tensor([k_scale]),
+                    value_scale=torch.tensor([v_scale]), query=query,
+                    q_out=q_out, rope_positions=pos, cos_sin_cache=cs,
+                    q_scale=torch.tensor([q_scale]))
+        args.update(bad)
+        with pytest.raises(errors.InvalidArgumentError,
+                           match=re.escape(message)):
+            b.paged_kv_append(key, value, batch, page_pos, kv_indices,
+                              kv_indptr, kc, vc, **args)
+        assert kc.eq(POISON).all()

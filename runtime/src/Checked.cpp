@@ -94,9 +94,10 @@ static bool inCosSinCache(int64_t position, int64_t maxPosition) {
   return position >= 0 && position < maxPosition;
 }
 
-/// append's prologue: token t rotates at rope_positions[t]. An MLA
-/// append's padding token (`padding`: its slots) writes nothing, Q
-/// included, and reads no position (vLLM's kernel neither): not checked.
+/// append's and paged_kv_append's prologue: token t rotates at
+/// rope_positions[t]. An MLA append's padding token (`padding`: its slots)
+/// writes nothing, Q included, and reads no position (vLLM's kernel
+/// neither): not checked.
 static Status checkRopePositions(const LaunchPlan &plan, const ReadBytes &read,
                                  int64_t maxPosition,
                                  const HostIndex *padding) {
@@ -238,6 +239,8 @@ static Status checkBlockTable(const LaunchPlan &plan, const ReadBytes &read) {
 /// "FlashInfer's page table"): every token whose index the kernel would
 /// skip is refused here, named, as is a slot used twice.
 static Status checkPageTable(const LaunchPlan &plan, const ReadBytes &read) {
+  if (int64_t maxPosition = ropeMaxPosition(plan); maxPosition >= 0)
+    KVRT_RETURN_IF_ERROR(checkRopePositions(plan, read, maxPosition, nullptr));
   HostIndex batch, positions, indices, indptr;
   const TensorView &indptrView = plan.buffer(Param::KvIndptr);
   const TensorView &indicesView = plan.buffer(Param::KvIndices);

@@ -127,13 +127,20 @@ struct PrologueDescription {
   std::string rope;
   /// The elements of each head RoPE rotates; 0 without RoPE.
   int64_t rotaryDim = 0;
+  /// q_out is fp8 e4m3, Q divided by q_scale (q_quant); else source dtype.
+  bool qQuant = false;
+  /// The cos/sin cache is f32 (cos_sin); else the source dtype.
+  bool f32CosSin = false;
 
   bool any() const { return qHeads > 0 || norm || !rope.empty(); }
   /// The parameter groups the prologue adds (include/kvgen/ABI/Params.def).
-  abi::PrologueParts parts() const { return {norm, !rope.empty(), qHeads > 0}; }
+  abi::PrologueParts parts() const {
+    return {norm, !rope.empty(), qHeads > 0, qQuant};
+  }
   bool operator==(const PrologueDescription &other) const {
     return qHeads == other.qHeads && norm == other.norm && rope == other.rope &&
-           rotaryDim == other.rotaryDim;
+           rotaryDim == other.rotaryDim && qQuant == other.qQuant &&
+           f32CosSin == other.f32CosSin;
   }
 };
 

@@ -374,6 +374,10 @@ static std::string manifestJson(const KernelDescription &kernel) {
       object[p::rope] = prologue.rope;
       object[p::rotary_dim] = prologue.rotaryDim;
     }
+    if (prologue.qQuant)
+      object[p::q_quant] = "fp8_e4m3";
+    if (prologue.f32CosSin)
+      object[p::cos_sin] = "f32";
     entry[k::prologue] = object;
   }
   json params = json::array();

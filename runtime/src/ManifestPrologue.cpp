@@ -38,7 +38,8 @@ Status parsePrologue(const FieldReader &kernel, KernelDescription *out) {
   std::string path = kernel.field(key::kernel::prologue);
   if (!takesPrologue(out->kind))
     return KVRT_BUNDLE_ERROR("%s: a %s kernel has no fused prologue (only "
-                             "append and fused_append have one)",
+                             "append, fused_append and paged_kv_append have "
+                             "one)",
                              path.c_str(), kindName(out->kind));
   FieldReader object = kernel;
   KVRT_RETURN_IF_ERROR(kernel.getObject(key::kernel::prologue, &object));
@@ -63,6 +64,20 @@ Status parsePrologue(const FieldReader &kernel, KernelDescription *out) {
     KVRT_RETURN_IF_ERROR(
         object.refuse(p::rotary_dim, "only a prologue with rope has one"));
   prologue.rotaryDim = object.getInt(p::rotary_dim);
+  std::string qQuant = object.getString(p::q_quant);
+  if (object.has(p::q_quant) && (qQuant != "fp8_e4m3" || prologue.qHeads <= 0))
+    return KVRT_BUNDLE_ERROR("%s is %s; Q's quantization is \"fp8_e4m3\", "
+                             "with q_heads",
+                             object.field(p::q_quant).c_str(),
+                             quote(qQuant).c_str());
+  prologue.qQuant = object.has(p::q_quant);
+  std::string cosSin = object.getString(p::cos_sin);
+  if (object.has(p::cos_sin) && (cosSin != "f32" || prologue.rope.empty()))
+    return KVRT_BUNDLE_ERROR("%s is %s; the cos/sin cache's dtype is \"f32\" "
+                             "(or absent: the source dtype), with rope",
+                             object.field(p::cos_sin).c_str(),
+                             quote(cosSin).c_str());
+  prologue.f32CosSin = object.has(p::cos_sin);
   if (!prologue.norm && prologue.rope.empty())
     return KVRT_BUNDLE_ERROR("%s has neither norm nor rope: it would leave K "
                              "as it is",

@@ -37,6 +37,11 @@ Status checkLatentPrologue(const FieldReader &object, const std::string &path,
         object.field(p::q_heads).c_str(),
         static_cast<long long>(prologue.qHeads),
         static_cast<long long>(limits::kMaxElementsPerToken));
+  if (prologue.qQuant || prologue.f32CosSin)
+    return KVRT_BUNDLE_ERROR("%s: q_quant and cos_sin on an MLA prologue are "
+                             "not supported: q_pe and the cos/sin cache are "
+                             "in the source dtype",
+                             path.c_str());
   if (cache.inlineScales)
     return KVRT_BUNDLE_ERROR("%s: a prologue on a latent entry with inline "
                              "scales is not supported",

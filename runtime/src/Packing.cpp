@@ -19,8 +19,8 @@ constexpr int kNumQuantizations = 3;
 
 const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly,
                            abi::PrologueParts prologue) {
-  // By kind, quantization, K-only, then the prologue's three parts as bits.
-  constexpr int kPrologues = 8;
+  // By kind, quantization, K-only, then the prologue's four parts as bits.
+  constexpr int kPrologues = 16;
   static const auto lists = [] {
     auto all = std::make_unique<ParamList[]>(kNumKinds * kNumQuantizations * 2 *
                                              kPrologues);
@@ -32,7 +32,7 @@ const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly,
                 all[((k * kNumQuantizations + q) * 2 + only) * kPrologues +
                     bits];
             abi::PrologueParts parts = {(bits & 1) != 0, (bits & 2) != 0,
-                                        (bits & 4) != 0};
+                                        (bits & 4) != 0, (bits & 8) != 0};
             abi::forEachParam(static_cast<KernelKind>(k),
                               static_cast<Quantization>(q), only != 0, parts,
                               [&](const abi::ParamInfo &param) {
@@ -41,8 +41,8 @@ const ParamList &paramList(KernelKind kind, Quantization quant, bool kOnly,
           }
     return all;
   }();
-  int bits =
-      (prologue.norm ? 1 : 0) | (prologue.rope ? 2 : 0) | (prologue.q ? 4 : 0);
+  int bits = (prologue.norm ? 1 : 0) | (prologue.rope ? 2 : 0) |
+             (prologue.q ? 4 : 0) | (prologue.qQuant ? 8 : 0);
   return lists[((static_cast<int>(kind) * kNumQuantizations +
                  static_cast<int>(quant)) *
                     2 +

@@ -218,13 +218,15 @@ static bool prologueSpec(Param param, const KernelDescription &kernel,
   switch (param) {
   case Param::Query:
   case Param::QOut:
-    *out = makeSpec(param, source, k,
-                    latent ? "[num_tokens, q_heads, rope_dim]"
-                           : "[num_tokens, q_heads, head_dim]",
-                    {{"num_tokens", -1},
-                     {"q_heads", prologue.qHeads},
-                     {latent ? "rope_dim" : "head_dim",
-                      latent ? kernel.cache.ropeDim : headDim}});
+    *out = makeSpec(
+        param, param == Param::QOut && prologue.qQuant ? DType::F8E4M3 : source,
+        k,
+        latent ? "[num_tokens, q_heads, rope_dim]"
+               : "[num_tokens, q_heads, head_dim]",
+        {{"num_tokens", -1},
+         {"q_heads", prologue.qHeads},
+         {latent ? "rope_dim" : "head_dim",
+          latent ? kernel.cache.ropeDim : headDim}});
     // Two Q elements at one address would be written by two threads.
     out->injective = param == Param::QOut;
     return true;
@@ -234,7 +236,7 @@ static bool prologueSpec(Param param, const KernelDescription &kernel,
     out->injective = true;
     return true;
   case Param::CosSinCache:
-    *out = makeSpec(param, source, k,
+    *out = makeSpec(param, prologue.f32CosSin ? DType::F32 : source, k,
                     "[max_position, rotary_dim] (compact, cos then sin)",
                     {{"max_position", -1}, {"rotary_dim", prologue.rotaryDim}});
     out->compact = true;
@@ -246,6 +248,7 @@ static bool prologueSpec(Param param, const KernelDescription &kernel,
     out->compact = true;
     return true;
   case Param::Epsilon:
+  case Param::QScale:
     *out = makeSpec(param, DType::F32, k, "[1] (f32)", {{"1", 1}});
     out->compact = true;
     return true;

@@ -74,6 +74,8 @@ const char *prologuePart(abi::ParamWhen when) {
     return "norm = rms with q_heads";
   case abi::ParamWhen::PrologueRope:
     return "rope";
+  case abi::ParamWhen::PrologueQQuant:
+    return "q_quant";
   default:
     return "q_heads";
   }
@@ -367,7 +369,8 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
     const abi::ParamInfo &param = *list.params[i];
     if (param.role == abi::ParamRole::Scalar)
       break; // every buffer comes before the first scalar
-    if ((param.element == ParamElement::F32 && param.id != Param::Epsilon) ||
+    if ((param.element == ParamElement::F32 && param.id != Param::Epsilon &&
+         param.id != Param::QScale) ||
         param.id == Param::ValueCache)
       continue; // checkScales, checkCaches
     if (param.id == Param::KeyCache) {

@@ -29,7 +29,8 @@ constexpr bool isPrologue(abi::ParamWhen when) {
   return when == abi::ParamWhen::PrologueNorm ||
          when == abi::ParamWhen::PrologueQNorm ||
          when == abi::ParamWhen::PrologueRope ||
-         when == abi::ParamWhen::PrologueQ;
+         when == abi::ParamWhen::PrologueQ ||
+         when == abi::ParamWhen::PrologueQQuant;
 }
 
 /// The most buffers (or scalars) any kernel takes, a fused prologue's
@@ -44,7 +45,7 @@ constexpr int maxParamsWithPrologue(bool buffers) {
       int count = 0;
       for (const abi::KernelParam &p : abi::kKernelParams)
         if (p.kind == static_cast<KernelKind>(k) &&
-            abi::isPresent(p.when, q, false, {true, true, true}) &&
+            abi::isPresent(p.when, q, false, {true, true, true, true}) &&
             (abi::paramInfo(p.id).role == abi::ParamRole::Buffer) == buffers)
           ++count;
       most = count > most ? count : most;

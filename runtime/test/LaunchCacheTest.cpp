@@ -552,7 +552,8 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
        &kvrt_append_args::value_scale_cache, &kvrt_append_args::query,
        &kvrt_append_args::q_out, &kvrt_append_args::rope_positions,
        &kvrt_append_args::cos_sin_cache, &kvrt_append_args::k_norm_weight,
-       &kvrt_append_args::q_norm_weight, &kvrt_append_args::epsilon},
+       &kvrt_append_args::q_norm_weight, &kvrt_append_args::epsilon,
+       &kvrt_append_args::q_scale},
       /*hasVariant=*/true);
   expectEveryTensorKeyed<kvrt_slot_mapping_args>(
       {&kvrt_slot_mapping_args::block_table,
@@ -572,8 +573,8 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
        &kvrt_fused_append_args::query, &kvrt_fused_append_args::q_out,
        &kvrt_fused_append_args::cos_sin_cache,
        &kvrt_fused_append_args::k_norm_weight,
-       &kvrt_fused_append_args::q_norm_weight,
-       &kvrt_fused_append_args::epsilon},
+       &kvrt_fused_append_args::q_norm_weight, &kvrt_fused_append_args::epsilon,
+       &kvrt_fused_append_args::q_scale},
       /*hasVariant=*/true);
   expectEveryTensorKeyed<kvrt_gather_args>(
       {&kvrt_gather_args::key_cache, &kvrt_gather_args::value_cache,
@@ -602,12 +603,27 @@ TEST(LaunchKeyTest, EveryTensorOfEveryKindIsKeyed) {
        &kvrt_mla_fused_append_args::cos_sin_cache},
       /*hasVariant=*/true);
   using Paged = kvrt_paged_kv_append_args;
-  expectEveryTensorKeyed<Paged>(
-      {&Paged::key, &Paged::value, &Paged::batch_indices, &Paged::positions,
-       &Paged::kv_indices, &Paged::kv_indptr, &Paged::key_cache,
-       &Paged::value_cache, &Paged::key_scale, &Paged::value_scale,
-       &Paged::key_scale_cache, &Paged::value_scale_cache},
-      /*hasVariant=*/true);
+  expectEveryTensorKeyed<Paged>({&Paged::key,
+                                 &Paged::value,
+                                 &Paged::batch_indices,
+                                 &Paged::positions,
+                                 &Paged::kv_indices,
+                                 &Paged::kv_indptr,
+                                 &Paged::key_cache,
+                                 &Paged::value_cache,
+                                 &Paged::key_scale,
+                                 &Paged::value_scale,
+                                 &Paged::key_scale_cache,
+                                 &Paged::value_scale_cache,
+                                 &Paged::query,
+                                 &Paged::q_out,
+                                 &Paged::rope_positions,
+                                 &Paged::cos_sin_cache,
+                                 &Paged::k_norm_weight,
+                                 &Paged::q_norm_weight,
+                                 &Paged::epsilon,
+                                 &Paged::q_scale},
+                                /*hasVariant=*/true);
   using FusedGather = kvrt_fused_gather_args;
   expectEveryTensorKeyed<FusedGather>(
       {&FusedGather::block_table, &FusedGather::query_start_loc,

@@ -91,6 +91,12 @@ TEST(PrologueMlaManifest, RefusesWhatTheVerifierRefuses) {
                       "a latent cache's prologue has no norm");
   expectBundleRefused([](json &k) { k["prologue"]["q_heads"] = 1 << 20; },
                       "q_heads * rope_dim must be at most");
+  expectBundleRefused([](json &k) { k["prologue"]["q_quant"] = "fp8_e4m3"; },
+                      "q_quant and cos_sin on an MLA prologue are not "
+                      "supported");
+  expectBundleRefused([](json &k) { k["prologue"]["cos_sin"] = "f32"; },
+                      "q_quant and cos_sin on an MLA prologue are not "
+                      "supported");
   // The parameter list follows the parts: without k_pe_out it is not
   // kvrt's.
   expectBundleRefused(

@@ -21,6 +21,8 @@ struct Parts {
   bool q = true;
   bool norm = true;
   bool rope = true;
+  /// q_quant = fp8_e4m3 and cos_sin = f32 (FlashInfer's fused op).
+  bool fp8Q = false;
 };
 
 /// The parameter list of docs/KERNEL-ABI.md with a prologue: its buffers
@@ -34,7 +36,7 @@ inline std::vector<std::string> prologueParams(const std::string &kind,
       if (parts.q)
         params.insert(params.end(), {"query", "q_out"});
       if (parts.rope) {
-        if (kind == "append")
+        if (kind == "append" || kind == "paged_kv_append")
           params.push_back("rope_positions");
         params.push_back("cos_sin_cache");
       }
@@ -44,6 +46,8 @@ inline std::vector<std::string> prologueParams(const std::string &kind,
         params.push_back("q_norm_weight");
       if (parts.norm)
         params.push_back("epsilon");
+      if (parts.fp8Q)
+        params.push_back("q_scale");
     }
     params.push_back(name);
   }
@@ -65,6 +69,10 @@ inline json prologueJson(Parts parts, const std::string &rope = "gptj") {
   if (parts.rope) {
     prologue["rope"] = rope;
     prologue["rotary_dim"] = kRotaryDim;
+  }
+  if (parts.fp8Q) {
+    prologue["q_quant"] = "fp8_e4m3";
+    prologue["cos_sin"] = "f32";
   }
   return prologue;
 }

@@ -16,7 +16,9 @@ namespace {
 /// The standard bundle plus the prologue descriptions the tests launch:
 /// "kv_rope" (append, every part, GPT-J), "kv_rope_neox" (the same, NeoX),
 /// "kv_norm" (append, K's norm only), "kv_fused_rope" (fused_append, every
-/// part).
+/// part), "kv_paged_rope" (paged_kv_append, every part), "kv_paged"
+/// (paged_kv_append, no prologue), "kv_paged_fp8q" (paged_kv_append, Q and
+/// NeoX RoPE, Q written as fp8 with q_scale, the cos/sin cache in f32).
 json prologueBundle() {
   json bundle = standardBundle();
   for (json &kernel : describePrologue("kv_rope", "append", Parts()))
@@ -29,6 +31,14 @@ json prologueBundle() {
     bundle["kernels"].push_back(kernel);
   for (json &kernel :
        describePrologue("kv_fused_rope", "fused_append", Parts()))
+    bundle["kernels"].push_back(kernel);
+  for (json &kernel :
+       describePrologue("kv_paged_rope", "paged_kv_append", Parts()))
+    bundle["kernels"].push_back(kernel);
+  for (json &kernel : describe("kv_paged", "paged_kv_append"))
+    bundle["kernels"].push_back(kernel);
+  for (json &kernel : describePrologue("kv_paged_fp8q", "paged_kv_append",
+                                       {true, false, true, true}, "neox"))
     bundle["kernels"].push_back(kernel);
   return bundle;
 }
@@ -52,6 +62,45 @@ protected:
     kWeight = HostTensor::compact(bf16(), {kHeadDim});
     qWeight = HostTensor::compact(bf16(), {kHeadDim});
     epsilon = HostTensor::compact(f32(), {1});
+    // FlashInfer's page table: request 0's pages 0 and 2, request 1's page
+    // 1; tokens 0-2 of request 0 at positions 0-2, tokens 3-4 of request 1
+    // at 0-1.
+    batchIndices = HostTensor::compact(i32(), {kTokens});
+    pagePositions = HostTensor::compact(i32(), {kTokens});
+    kvIndices = HostTensor::compact(i32(), {3});
+    kvIndptr = HostTensor::compact(i32(), {3});
+    setI32(batchIndices, {0, 0, 0, 1, 1});
+    setI32(pagePositions, {0, 1, 2, 0, 1});
+    setI32(kvIndices, {0, 2, 1});
+    setI32(kvIndptr, {0, 2, 3});
+  }
+  static void setI32(HostTensor &tensor, std::vector<int32_t> values) {
+    std::memcpy(tensor.data(), values.data(), values.size() * sizeof(int32_t));
+  }
+
+  /// paged_kv_append with every prologue tensor.
+  kvrt_paged_kv_append_args pagedArgs() {
+    kvrt_paged_kv_append_args args = KVRT_ARGS_INIT(kvrt_paged_kv_append_args);
+    args.kernel = "kv_paged_rope";
+    args.key = key.get();
+    args.value = value.get();
+    args.batch_indices = batchIndices.get();
+    args.positions = pagePositions.get();
+    args.kv_indices = kvIndices.get();
+    args.kv_indptr = kvIndptr.get();
+    args.key_cache = keyCache.get();
+    args.value_cache = valueCache.get();
+    args.query = query.get();
+    args.q_out = qOut.get();
+    args.rope_positions = positions.get();
+    args.cos_sin_cache = cosSin.get();
+    args.k_norm_weight = kWeight.get();
+    args.q_norm_weight = qWeight.get();
+    args.epsilon = epsilon.get();
+    return args;
+  }
+  kvrt_status launch(const kvrt_paged_kv_append_args &args) {
+    return kvrt_paged_kv_append(bundle.get(), &args, nullptr);
   }
 
   kvrt_append_args ropeArgs(const char *kernel = "kv_rope") {
@@ -91,6 +140,7 @@ protected:
   }
 
   HostTensor query, qOut, positions, cosSin, kWeight, qWeight, epsilon;
+  HostTensor batchIndices, pagePositions, kvIndices, kvIndptr;
 };
 
 //===----------------------------------------------------------------------===//
@@ -139,6 +189,99 @@ TEST_F(PrologueTest, FusedAppendPacksEveryPrologueParameter) {
   EXPECT_EQ(param(names, "max_position"), kMaxPosition);
   EXPECT_EQ(param(names, "query_stride_token"), kQkvRow);
   EXPECT_EQ(param(names, "q_out_stride_token"), kQueryHeads * kHeadDim);
+}
+
+TEST_F(PrologueTest, PagedKvAppendPacksEveryPrologueParameter) {
+  ASSERT_EQ(launch(pagedArgs()), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(calls(), 1);
+  std::vector<std::string> names = prologueParams("paged_kv_append", Parts());
+  ASSERT_EQ(recorded().params.size(), names.size());
+  EXPECT_EQ(param(names, "positions"), address(pagePositions));
+  EXPECT_EQ(param(names, "query"), address(qkv));
+  EXPECT_EQ(param(names, "q_out"), address(qOut));
+  EXPECT_EQ(param(names, "rope_positions"), address(positions));
+  EXPECT_EQ(param(names, "cos_sin_cache"), address(cosSin));
+  EXPECT_EQ(param(names, "k_norm_weight"), address(kWeight));
+  EXPECT_EQ(param(names, "q_norm_weight"), address(qWeight));
+  EXPECT_EQ(param(names, "epsilon"), address(epsilon));
+  EXPECT_EQ(param(names, "batch_size"), 2);
+  EXPECT_EQ(param(names, "num_indices"), 3);
+  EXPECT_EQ(param(names, "max_position"), kMaxPosition);
+  EXPECT_EQ(param(names, "query_stride_token"), kQkvRow);
+  EXPECT_EQ(param(names, "q_out_stride_token"), kQueryHeads * kHeadDim);
+  EXPECT_EQ(param(names, "num_tokens"), kTokens);
+}
+
+TEST_F(PrologueTest, PagedKvAppendRefusesAMissingOrWrongPrologueTensor) {
+  kvrt_paged_kv_append_args args = pagedArgs();
+  args.rope_positions = nullptr;
+  expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT, {"rope_positions"});
+  // FlashInfer's positions are int32; rope_positions stays int64.
+  args = pagedArgs();
+  args.rope_positions = pagePositions.get();
+  expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT, {"rope_positions"});
+  HostTensor shortQ =
+      HostTensor::compact(bf16(), {kTokens - 1, kQueryHeads, kHeadDim});
+  args = pagedArgs();
+  args.q_out = shortQ.get();
+  expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT, {"q_out"});
+  // A description without a prologue refuses the prologue's tensors.
+  args = pagedArgs();
+  args.kernel = "kv_paged";
+  expectRefused(launch(args), KVRT_ERROR_INVALID_ARGUMENT,
+                {"query", "no fused prologue"});
+}
+
+TEST_F(PrologueTest, Fp8QTakesQScaleAndAnF32CosSinCache) {
+  HostTensor qOut8 =
+      HostTensor::compact(f8e4m3(), {kTokens, kQueryHeads, kHeadDim});
+  HostTensor cosSin32 = HostTensor::compact(f32(), {kMaxPosition, kRotaryDim});
+  HostTensor qScale = HostTensor::compact(f32(), {1});
+  auto args = [&] {
+    kvrt_paged_kv_append_args a = pagedArgs();
+    a.kernel = "kv_paged_fp8q";
+    a.k_norm_weight = a.q_norm_weight = a.epsilon = nullptr;
+    a.q_out = qOut8.get();
+    a.cos_sin_cache = cosSin32.get();
+    a.q_scale = qScale.get();
+    return a;
+  };
+  ASSERT_EQ(launch(args()), KVRT_SUCCESS) << kvrt_last_error();
+  std::vector<std::string> names =
+      prologueParams("paged_kv_append", {true, false, true, true});
+  ASSERT_EQ(recorded().params.size(), names.size());
+  EXPECT_EQ(param(names, "q_out"), address(qOut8));
+  EXPECT_EQ(param(names, "cos_sin_cache"), address(cosSin32));
+  EXPECT_EQ(param(names, "q_scale"), address(qScale));
+  EXPECT_EQ(param(names, "q_out_stride_token"), kQueryHeads * kHeadDim);
+  // uint8 is fp8's other DLPack spelling.
+  HostTensor qOutU8 =
+      HostTensor::compact(u8(), {kTokens, kQueryHeads, kHeadDim});
+  kvrt_paged_kv_append_args a = args();
+  a.q_out = qOutU8.get();
+  ASSERT_EQ(launch(a), KVRT_SUCCESS) << kvrt_last_error();
+  recorded() = Recorded();
+  // Each refused by name, nothing launched.
+  a = args();
+  a.q_out = qOut.get();
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT, {"q_out", "dtype"});
+  a = args();
+  a.cos_sin_cache = cosSin.get();
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT,
+                {"cos_sin_cache", "dtype"});
+  a = args();
+  a.q_scale = nullptr;
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT,
+                {"q_scale: tensor is NULL", "q_quant"});
+  HostTensor twoScales = HostTensor::compact(f32(), {2});
+  a = args();
+  a.q_scale = twoScales.get();
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT, {"q_scale"});
+  // A description without q_quant refuses q_scale.
+  kvrt_paged_kv_append_args plain = pagedArgs();
+  plain.q_scale = qScale.get();
+  expectRefused(launch(plain), KVRT_ERROR_INVALID_ARGUMENT,
+                {"q_scale: must be NULL"});
 }
 
 TEST_F(PrologueTest, QOutMayBeQueryItself) {
@@ -457,6 +600,25 @@ TEST_F(PrologueCheckedTest, PaddingTokensPositionIsChecked) {
                 {"rope_positions[2] = 40 is outside the cos/sin cache"});
 }
 
+TEST_F(PrologueCheckedTest, PagedPositionPastTheCosSinCacheIsRefused) {
+  checked(true);
+  ASSERT_EQ(launch(pagedArgs()), KVRT_SUCCESS) << kvrt_last_error();
+  EXPECT_EQ(calls(), 1);
+  recorded() = Recorded();
+  setI64(positions, {0, 3, 7, kMaxPosition, 12});
+  expectRefused(launch(pagedArgs()), KVRT_ERROR_INVALID_ARGUMENT,
+                {"rope_positions[3] = 32 is outside the cos/sin cache"});
+  // Padding (batch index -1) is no exception: its Q row is written.
+  setI64(positions, {0, 3, -2, 1, 12});
+  setI32(batchIndices, {0, 0, -1, 1, 1});
+  checked(false);
+  ASSERT_EQ(launch(pagedArgs()), KVRT_SUCCESS) << kvrt_last_error();
+  recorded() = Recorded();
+  checked(true);
+  expectRefused(launch(pagedArgs()), KVRT_ERROR_INVALID_ARGUMENT,
+                {"rope_positions[2] = -2 is outside the cos/sin cache"});
+}
+
 TEST_F(PrologueCheckedTest, FusedPositionPastTheCosSinCacheIsRefused) {
   // An 8-row cos/sin cache, shorter than a block-table row (3 blocks of 4):
   // the slot rule's position 8 has a slot but no row.
@@ -541,6 +703,10 @@ TEST_F(PrologueManifestTest, RefusesABrokenPrologue) {
         k["params"] = prologueParams("append", {true, true, false});
       },
       "only a prologue with rope has one");
+  expectBundleRefused([](json &k) { k["prologue"]["q_quant"] = "int8"; },
+                      "Q's quantization is \"fp8_e4m3\", with q_heads");
+  expectBundleRefused([](json &k) { k["prologue"]["cos_sin"] = "bf16"; },
+                      "the cos/sin cache's dtype is \"f32\"");
   expectBundleRefused(
       [](json &k) {
         k["cache"]["k_only"] = true;

@@ -56,6 +56,10 @@ template <Counter Calls> static kvrt_host_kernel recorderFor(int count) {
     return recorder<12, 23, Calls>;
   case 13 + 26: // fused_append with every part of a prologue
     return recorder<13, 26, Calls>;
+  case 15 + 25: // paged_kv_append with every part of a prologue
+    return recorder<15, 25, Calls>;
+  case 13 + 25: // paged_kv_append with FlashInfer's prologue (fp8 Q, no norm)
+    return recorder<13, 25, Calls>;
   }
   return nullptr;
 }

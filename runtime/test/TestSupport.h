@@ -72,6 +72,12 @@ inline std::vector<std::string> paramsFor(const std::string &kind,
          "key_out_stride_head", "key_out_stride_dim", "value_out_stride_token",
          "value_out_stride_head", "value_out_stride_dim"});
     add(cacheStrides());
+  } else if (kind == "paged_kv_append") {
+    add({"key", "value", "batch_indices", "positions", "kv_indices",
+         "kv_indptr", "key_cache", "value_cache"});
+    add(scales);
+    add({"num_tokens", "num_blocks", "batch_size", "num_indices"});
+    add(appendStrides());
   } else {
     add({"key", "value", "block_table", "query_start_loc", "context_lens",
          "key_cache", "value_cache"});

@@ -68,7 +68,7 @@ TEST_F(LaunchTest, StructSizeOfANewerCaller) {
   EXPECT_EQ(init.struct_size, sizeof(kvrt_append_args));
   EXPECT_EQ(init.key, nullptr);
   // The fused prologue's tensors came after the first version.
-  EXPECT_EQ(KVRT_STRUCT_SIZE(kvrt_append_args, epsilon),
+  EXPECT_EQ(KVRT_STRUCT_SIZE(kvrt_append_args, q_scale),
             sizeof(kvrt_append_args));
   EXPECT_LT(KVRT_APPEND_ARGS_STRUCT_SIZE, sizeof(kvrt_append_args));
   EXPECT_EQ(calls(), 1);

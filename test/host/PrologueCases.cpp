@@ -157,21 +157,68 @@ std::vector<std::string> Run::check(const Launcher &launch) {
     }
   }
 
+  // paged_kv_append: FlashInfer's page table. The slot is the page table's
+  // (batch_indices, positions, kv_indptr, kv_indices); the RoPE position is
+  // rope_positions, drawn above, apart from it (FlashInfer's pos_ids).
+  // Request 0 has two pages, request 1 one whose id is negative (its token
+  // has no slot, its Q is written), request 2 three. Token 3 is padding
+  // (batch index -1), token 4's position is past its request's pages, token
+  // 7's batch index is past the batch; neither has a slot.
+  const bool paged = d.kind == Kind::PagedKvAppend;
+  std::vector<int32_t> batchIndices, pagePositions, kvIndices, kvIndptr;
+  if (paged) {
+    std::vector<int32_t> ids(numBlocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    kvIndices = {ids[0], ids[1], -1, ids[2], ids[3], ids[4]};
+    kvIndptr = {0, 2, 3, 6};
+    const int64_t bs = d.blockSize;
+    batchIndices = {0, 0, 2, -1, 0, 1, 2, 3, 2};
+    pagePositions = {0,
+                     int32_t(2 * bs - 1),
+                     int32_t(bs + 1),
+                     0,
+                     int32_t(2 * bs),
+                     0,
+                     int32_t(3 * bs - 1),
+                     0,
+                     1};
+    for (int64_t t = 0; t < numTokens; ++t) {
+      slots[t] = -1;
+      int64_t b = batchIndices[t], p = pagePositions[t];
+      if (b < 0 || b >= int64_t(kvIndptr.size()) - 1)
+        continue;
+      int64_t column = kvIndptr[b] + p / bs;
+      if (column >= kvIndptr[b + 1] || kvIndices[column] < 0)
+        continue;
+      slots[t] = kvIndices[column] * bs + p % bs;
+    }
+  }
+
   std::vector<uint8_t> kWeight = poisoned(D, d.sourceDtype, 0);
   std::vector<uint8_t> qWeight = poisoned(D, d.sourceDtype, 0);
   for (int64_t e = 0; e < D; ++e) {
     put(kWeight, e, uniform(0.5f, 1.5f));
     put(qWeight, e, uniform(0.5f, 1.5f));
   }
-  // vLLM's cos/sin cache: cos(p * f_i) then sin(p * f_i) per row.
+  // vLLM's cos/sin cache: cos(p * f_i) then sin(p * f_i) per row, in the
+  // source dtype, or f32 (cos_sin = f32, FlashInfer's).
+  const DType csType = spec.f32CosSin ? DType::F32 : d.sourceDtype;
   std::vector<uint8_t> cosSin =
-      poisoned(maxPosition * std::max<int64_t>(rotary, 1), d.sourceDtype, 0);
+      poisoned(maxPosition * std::max<int64_t>(rotary, 1), csType, 0);
+  auto putCs = [&](int64_t i, float value) {
+    storeBits(cosSin.data() + i * dtypeBytes(csType), csType,
+              floatToElement(value, csType));
+  };
   for (int64_t p = 0; p < maxPosition; ++p)
     for (int64_t i = 0; i < rotary / 2; ++i) {
       double freq = std::pow(10000.0, -2.0 * i / rotary);
-      put(cosSin, p * rotary + i, float(std::cos(p * freq)));
-      put(cosSin, p * rotary + rotary / 2 + i, float(std::sin(p * freq)));
+      putCs(p * rotary + i, float(std::cos(p * freq)));
+      putCs(p * rotary + rotary / 2 + i, float(std::sin(p * freq)));
     }
+  // Q quantized (q_quant = fp8_e4m3): its static scale.
+  const DType qType = spec.qQuant ? DType::F8E4M3 : d.sourceDtype;
+  float qScale = uniform(0.004f, 0.02f);
   float epsilon = 1e-5f;
 
   // Caches and q_out, poisoned; the expected copies start alike.
@@ -181,7 +228,7 @@ std::vector<std::string> Run::check(const Launcher &launch) {
   std::vector<uint8_t> valueCache =
       poisoned(product(vShape), d.cacheDtype, 0x5A);
   std::vector<uint8_t> qOut =
-      poisoned(numTokens * std::max<int64_t>(qH, 1) * D, d.sourceDtype, 0xC3);
+      poisoned(numTokens * std::max<int64_t>(qH, 1) * D, qType, 0xC3);
   std::vector<uint8_t> wantKey = keyCache, wantValue = valueCache, wantQ = qOut;
   // In place, q_out is query's elements of the QKV buffer: everything else
   // in it (K, V, the rows' padding, the Q rows of tokens that write no Q)
@@ -244,12 +291,21 @@ std::vector<std::string> Run::check(const Launcher &launch) {
     if (!inCache)
       continue;
     for (int64_t i = 0; i < rotary; ++i)
-      cs[i] = get(cosSin, positions[t] * rotary + i);
+      cs[i] =
+          elementToFloat(loadBits(cosSin.data() + (positions[t] * rotary + i) *
+                                                      dtypeBytes(csType),
+                                  csType),
+                         csType);
     for (int64_t h = 0; h < qH; ++h) {
       std::vector<float> y = prologueHead(spec, split, rowAt(qOffset, t, h), qw,
                                           epsilon, cs.data());
-      for (int64_t e = 0; e < D; ++e)
-        put(qOutWant, qOutBase + t * qOutStrideToken + h * D + e, y[e]);
+      for (int64_t e = 0; e < D; ++e) {
+        int64_t at = qOutBase + t * qOutStrideToken + h * D + e;
+        if (spec.qQuant)
+          qOutWant[at] = quantize(QuantKind::FP8E4M3, y[e], qScale, false);
+        else
+          put(qOutWant, at, y[e]);
+      }
     }
     if (slots[t] < 0 || slots[t] >= capacity)
       continue;
@@ -309,6 +365,18 @@ std::vector<std::string> Run::check(const Launcher &launch) {
       case P::SlotMapping:
         buffer = vecBuffer(slots);
         break;
+      case P::BatchIndices:
+        buffer = vecBuffer(batchIndices);
+        break;
+      case P::Positions:
+        buffer = vecBuffer(pagePositions);
+        break;
+      case P::KvIndices:
+        buffer = vecBuffer(kvIndices);
+        break;
+      case P::KvIndptr:
+        buffer = vecBuffer(kvIndptr);
+        break;
       case P::KeyCache:
         buffer = vecBuffer(keyCache);
         break;
@@ -339,6 +407,9 @@ std::vector<std::string> Run::check(const Launcher &launch) {
       case P::Epsilon:
         buffer = {&epsilon, sizeof(float)};
         break;
+      case P::QScale:
+        buffer = {&qScale, sizeof(float)};
+        break;
       default:
         return {std::string("no tensor for buffer ") + abi::paramName(p)};
       }
@@ -360,6 +431,12 @@ std::vector<std::string> Run::check(const Launcher &launch) {
       break;
     case P::NumBlocks:
       v = numBlocks;
+      break;
+    case P::BatchSize:
+      v = int64_t(kvIndptr.size()) - 1;
+      break;
+    case P::NumIndices:
+      v = int64_t(kvIndices.size());
       break;
     case P::KeyStrideToken:
     case P::ValueStrideToken:
@@ -431,7 +508,7 @@ std::vector<std::string> Run::check(const Launcher &launch) {
   if (c.inPlace) {
     compare("q_out", qkv, wantQkv, d.sourceDtype);
   } else {
-    compare("q_out", qOut, wantQ, d.sourceDtype);
+    compare("q_out", qOut, wantQ, qType);
     compare("qkv", qkv, wantQkv, d.sourceDtype);
   }
   return failures;
@@ -619,7 +696,9 @@ std::vector<Case> prologue::cases() {
     c.spec.rope = rope;
     c.spec.rotaryDim = rotaryDim;
     c.spec.qHeads = qHeads;
-    d.name = std::string(kind == Kind::Append ? "p_" : "pf_") +
+    d.name = std::string(kind == Kind::Append        ? "p_"
+                         : kind == Kind::FusedAppend ? "pf_"
+                                                     : "pp_") +
              layoutName(sh.layout) + "_" + dtypeName(ty.source) + "_" +
              (ty.quant ? ty.quant->tag() : std::string(dtypeName(ty.cache))) +
              "_h" + std::to_string(sh.heads) + "x" +
@@ -661,6 +740,39 @@ std::vector<Case> prologue::cases() {
       Kind::FusedAppend);
   add(types[3], shapes[0], true, Rope::None, 0, 4, Kind::FusedAppend);
   add(types[4], shapes[1], true, Rope::Neox, 32, 0, Kind::FusedAppend);
+  // paged_kv_append (FlashInfer's page table), RoPE at rope_positions:
+  // FlashInfer's fused op's cache (fp8 e4m3, static per-tensor scale, NHD
+  // and HND, no norm, NeoX and GPT-J), and the other parts on 16-bit caches.
+  add(types[2], shapes[0], false, Rope::Neox, 128, 8, Kind::PagedKvAppend);
+  add(types[2], shapes[1], false, Rope::Gptj, 64, 4, Kind::PagedKvAppend);
+  add(types[2], shapes[0], false, Rope::Neox, 64, 2, Kind::PagedKvAppend);
+  add(types[0], shapes[1], true, Rope::Neox, 32, 2, Kind::PagedKvAppend);
+  add(types[3], shapes[0], true, Rope::Gptj, 128, 0, Kind::PagedKvAppend);
+  add(types[1], shapes[1], true, Rope::None, 0, 4, Kind::PagedKvAppend);
+  add(types[2], shapes[0], false, Rope::Neox, 128, 4, Kind::PagedKvAppend,
+      true);
+  // Q written as fp8 e4m3 with its scale (q_quant) and the cos/sin cache in
+  // f32 (cos_sin): FlashInfer's fused op on paged_kv_append, NeoX and
+  // GPT-J, full and partial rotary; each alone on the other kinds.
+  auto withQuantQ = [&](bool qQuant, bool f32CosSin) {
+    Case &c = out.back();
+    c.spec.qQuant = qQuant;
+    c.spec.f32CosSin = f32CosSin;
+    c.desc.name +=
+        std::string(qQuant ? "_q8" : "") + (f32CosSin ? "_cs32" : "");
+  };
+  add(types[2], shapes[0], false, Rope::Neox, 128, 8, Kind::PagedKvAppend);
+  withQuantQ(true, true);
+  add(types[2], shapes[1], false, Rope::Gptj, 64, 4, Kind::PagedKvAppend);
+  withQuantQ(true, true);
+  add(types[3], shapes[0], false, Rope::Neox, 64, 2, Kind::PagedKvAppend);
+  withQuantQ(true, true);
+  add(types[0], shapes[0], true, Rope::Neox, 128, 4, Kind::Append);
+  withQuantQ(true, false);
+  add(types[1], shapes[1], true, Rope::Gptj, 32, 2, Kind::FusedAppend);
+  withQuantQ(false, true);
+  add(types[4], shapes[2], true, Rope::Neox, 64, 2, Kind::Append);
+  withQuantQ(true, true);
   // In place: q_out is query, a strided view of the QKV buffer (vLLM's
   // call). NeoX and GPT-J, with and without norm, full and partial rotary;
   // NeoX rotary 32 of 128 (16 chunks: 2 pairs and 12 chunks alone, 14 units

@@ -479,9 +479,13 @@ void compareUnfused(const Case &c, const Kernel &kernel, int64_t numTokens,
 }
 
 /// The descriptions this covers: kv.append from bf16 or fp16 into a cache
-/// of the same dtype or a static fp8 one.
+/// of the same dtype or a static fp8 one, with vLLM's Q and cos/sin cache
+/// (in the source dtype): vLLM's unfused sequence has neither an fp8 Q nor
+/// an f32 cos/sin cache under a 16-bit source.
 bool covered(const Case &c) {
   const Description &d = c.desc;
+  if (c.spec.qQuant || c.spec.f32CosSin)
+    return false;
   // In place, the kernel has rotated query by the time this reads it; the
   // kernels are those of the cases beside them, which query does not alias
   // (kvgen-prologue-suite checks the in-place bytes against the reference).

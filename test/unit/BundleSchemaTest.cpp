@@ -69,6 +69,12 @@ constexpr const char *kDescriptions = R"mlir(module {
       num_kv_heads = 2, head_dim = 64, dtype = bf16> from bf16
       prologue #kv.prologue<q_heads = 4, norm = rms, rope = neox,
                             rotary_dim = 32>
+  kv.paged_kv_append @rope8 : !kv.cache<layout = paged_nhd, block_size = 16,
+      num_kv_heads = 2, head_dim = 64, dtype = f8E4M3FN,
+      quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor,
+                        mode = static>> from bf16
+      prologue #kv.prologue<q_heads = 4, rope = neox, rotary_dim = 64,
+                            q_quant = fp8_e4m3, cos_sin = f32>
 })mlir";
 
 using Seen = std::set<std::pair<schema::Object, std::string>>;

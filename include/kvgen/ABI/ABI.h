@@ -105,7 +105,9 @@ enum class ParamWhen {
   PrologueNorm,
   PrologueQNorm,
   PrologueRope,
-  PrologueQ
+  PrologueQ,
+  /// Q written quantized (q_quant): its scale.
+  PrologueQQuant
 };
 
 /// Which parts of a fused prologue a description has (none: no prologue).
@@ -114,6 +116,8 @@ struct PrologueParts {
   bool rope = false;
   /// Q is read and written rotated (q_heads > 0).
   bool q = false;
+  /// Q is written quantized (q_quant), with a scale.
+  bool qQuant = false;
 };
 
 struct ParamInfo {
@@ -349,6 +353,8 @@ constexpr bool isPresent(ParamWhen when, Quantization quant, bool kOnly = false,
     return prologue.rope;
   case ParamWhen::PrologueQ:
     return prologue.q;
+  case ParamWhen::PrologueQQuant:
+    return prologue.q && prologue.qQuant;
   case ParamWhen::Always:
     return true;
   case ParamWhen::QuantStatic:

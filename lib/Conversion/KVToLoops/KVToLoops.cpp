@@ -114,7 +114,9 @@ void KernelBuilder::storeRowChunk(ArrayRef<Value> chunk, Value memref,
     vector::StoreOp::create(
         b, chunk.front(), memref, ValueRange{toIndex(base)},
         /*nontemporal=*/false,
-        llvm::MaybeAlign(vec * kv::getElementBytes(plan.sourceType)));
+        llvm::MaybeAlign(
+            vec * kv::getElementBytes(
+                      cast<MemRefType>(memref.getType()).getElementType())));
     return;
   }
   for (int64_t e = 0; e < vec; ++e) {
@@ -407,9 +409,16 @@ void KernelBuilder::build() {
 }
 
 /// Element type of a buffer parameter of a plan.
-static Type bufferElementType(const KernelPlan &plan, abi::ParamElement element,
+static Type bufferElementType(const KernelPlan &plan, abi::Param param,
                               MLIRContext *ctx) {
-  switch (element) {
+  // The prologue's two buffers whose dtype its description picks
+  // (include/kvgen/ABI/Params.def).
+  if (param == abi::Param::QOut && plan.prologue && plan.prologue.hasQQuant())
+    return Float8E4M3FNType::get(ctx);
+  if (param == abi::Param::CosSinCache && plan.prologue &&
+      plan.prologue.hasF32CosSin())
+    return Float32Type::get(ctx);
+  switch (abi::paramInfo(param).element) {
   case abi::ParamElement::Source:
   case abi::ParamElement::Output:
     return plan.sourceType;
@@ -434,8 +443,8 @@ static func::FuncOp buildKernel(OpBuilder &builder, Location loc,
   for (abi::Param param : params) {
     const abi::ParamInfo &info = abi::paramInfo(param);
     if (info.role == abi::ParamRole::Buffer)
-      types.push_back(MemRefType::get(
-          {ShapedType::kDynamic}, bufferElementType(plan, info.element, ctx)));
+      types.push_back(MemRefType::get({ShapedType::kDynamic},
+                                      bufferElementType(plan, param, ctx)));
     else
       types.push_back(builder.getI32Type());
   }

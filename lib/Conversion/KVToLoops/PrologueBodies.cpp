@@ -336,6 +336,15 @@ void KernelBuilder::emitPrologueHead(bool isQ, Value t, Value head, Value block,
                             }),
                         storage);
   };
+  // q_out's dtype: the source's, or fp8 e4m3 with Q's own static scale
+  // (q_quant): Q / q_scale, IEEE division, saturated and rounded as a
+  // static fp8 cache quantizes.
+  Type qType = plan.sourceType;
+  Value qScale;
+  if (isQ && prologue.hasQQuant()) {
+    qType = b.getType<Float8E4M3FNType>();
+    qScale = memref::LoadOp::create(b, arg(P::QScale), ValueRange{index(0)});
+  }
   auto storeLoop = scf::ParallelOp::create(
       b, ValueRange{index(0)}, ValueRange{index(lanes)}, ValueRange{index(1)});
   OpBuilder::InsertionGuard inner(b);
@@ -347,16 +356,21 @@ void KernelBuilder::emitPrologueHead(bool isQ, Value t, Value head, Value block,
         SmallVector<SmallVector<Value>> x = rotated(d0s);
         if (isQ) {
           for (auto [d0, y] : llvm::zip_equal(d0s, x))
-            storeRowChunk(fromElements(map(y,
-                                           [&](Value v) {
-                                             return emitFloatCast(
-                                                 b, v, plan.sourceType);
-                                           }),
-                                       plan.sourceType),
-                          arg(P::QOut),
-                          {arg(P::QOutStrideToken), arg(P::QOutStrideHead),
-                           arg(P::QOutStrideDim)},
-                          t, head, d0);
+            storeRowChunk(
+                fromElements(map(y,
+                                 [&](Value v) {
+                                   if (!qScale)
+                                     return emitFloatCast(b, v, qType);
+                                   // fp8's rounding saturates.
+                                   return Value(arith::TruncFOp::create(
+                                       b, qType,
+                                       arith::DivFOp::create(b, v, qScale)));
+                                 }),
+                             qType),
+                arg(P::QOut),
+                {arg(P::QOutStrideToken), arg(P::QOutStrideHead),
+                 arg(P::QOutStrideDim)},
+                t, head, d0);
           return SmallVector<Value>();
         }
         SmallVector<SmallVector<Value>> v;

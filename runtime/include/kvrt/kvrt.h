@@ -168,15 +168,21 @@ typedef enum kvrt_variant {
  *                   out. q_out may be query itself (the same data +
  *                   byte_offset, shape and strides: in place); any other
  *                   overlap with a tensor of the launch is refused.
- *   rope_positions  int64 [num_tokens], contiguous (rope; append only: the
- *                   fused append takes the slot rule's position). A position
+ *   rope_positions  int64 [num_tokens], contiguous (rope; append and
+ *                   paged_kv_append: the fused append takes the slot rule's
+ *                   position). A position
  *                   outside [0, max_position) writes nothing for its token
  *                   (no K, V or Q); checked mode refuses it.
  *   cos_sin_cache   [max_position, rotary_dim], source dtype, compact: row p
  *                   is cos then sin (vLLM's) (rope).
  *   k_norm_weight   [head_dim], source dtype, compact (norm).
  *   q_norm_weight   [head_dim], source dtype, compact (norm with q_heads).
- *   epsilon         f32 [1] (norm): RMSNorm's epsilon, read by the kernel. */
+ *   epsilon         f32 [1] (norm): RMSNorm's epsilon, read by the kernel.
+ *   q_scale         f32 [1] (q_quant = fp8_e4m3): q_out is then fp8 e4m3
+ *                   (DLPack float8_e4m3fn or uint8), Q / q_scale saturated
+ *                   and rounded; without q_quant q_out has the source dtype.
+ *   A description with cos_sin = f32 takes cos_sin_cache in f32 whatever
+ *   the source dtype (FlashInfer's). */
 typedef struct kvrt_append_args {
   size_t struct_size; /* KVRT_ARGS_INIT(kvrt_append_args) */
   const char *kernel;
@@ -198,6 +204,7 @@ typedef struct kvrt_append_args {
   const DLTensor *k_norm_weight;
   const DLTensor *q_norm_weight;
   const DLTensor *epsilon;
+  const DLTensor *q_scale;
 } kvrt_append_args;
 #define KVRT_APPEND_ARGS_STRUCT_SIZE                                           \
   KVRT_STRUCT_SIZE(kvrt_append_args, value_scale_cache)
@@ -325,6 +332,7 @@ typedef struct kvrt_fused_append_args {
   const DLTensor *k_norm_weight;
   const DLTensor *q_norm_weight;
   const DLTensor *epsilon;
+  const DLTensor *q_scale;
 } kvrt_fused_append_args;
 #define KVRT_FUSED_APPEND_ARGS_STRUCT_SIZE                                     \
   KVRT_STRUCT_SIZE(kvrt_fused_append_args, value_scale_cache)
@@ -359,6 +367,16 @@ typedef struct kvrt_paged_kv_append_args {
   const DLTensor *value_scale;
   const DLTensor *key_scale_cache;
   const DLTensor *value_scale_cache;
+  /* The fused prologue's tensors, as in kvrt_append_args: a token rotates
+   * at rope_positions[i] (FlashInfer's pos_ids, apart from positions). */
+  const DLTensor *query;
+  const DLTensor *q_out;
+  const DLTensor *rope_positions;
+  const DLTensor *cos_sin_cache;
+  const DLTensor *k_norm_weight;
+  const DLTensor *q_norm_weight;
+  const DLTensor *epsilon;
+  const DLTensor *q_scale;
 } kvrt_paged_kv_append_args;
 #define KVRT_PAGED_KV_APPEND_ARGS_STRUCT_SIZE                                  \
   KVRT_STRUCT_SIZE(kvrt_paged_kv_append_args, value_scale_cache)
@@ -472,6 +490,7 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_append_args, k_norm_weight, KNormWeight)                              \
   X(kvrt_append_args, q_norm_weight, QNormWeight)                              \
   X(kvrt_append_args, epsilon, Epsilon)                                        \
+  X(kvrt_append_args, q_scale, QScale)                                         \
   KVRT_KIND_REQUEST_TENSORS(X, kvrt_slot_mapping_args)                         \
   X(kvrt_slot_mapping_args, slot_mapping, SlotMapping)                         \
   X(kvrt_fused_append_args, key, Key)                                          \
@@ -486,6 +505,7 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_fused_append_args, k_norm_weight, KNormWeight)                        \
   X(kvrt_fused_append_args, q_norm_weight, QNormWeight)                        \
   X(kvrt_fused_append_args, epsilon, Epsilon)                                  \
+  X(kvrt_fused_append_args, q_scale, QScale)                                   \
   X(kvrt_gather_args, key_cache, KeyCache)                                     \
   X(kvrt_gather_args, value_cache, ValueCache)                                 \
   X(kvrt_gather_args, slot_mapping, SlotMapping)                               \
@@ -520,6 +540,14 @@ kvrt_status kvrt_fused_gather(kvrt_bundle *bundle,
   X(kvrt_paged_kv_append_args, key_cache, KeyCache)                            \
   X(kvrt_paged_kv_append_args, value_cache, ValueCache)                        \
   KVRT_KIND_SCALE_TENSORS(X, kvrt_paged_kv_append_args)                        \
+  X(kvrt_paged_kv_append_args, query, Query)                                   \
+  X(kvrt_paged_kv_append_args, q_out, QOut)                                    \
+  X(kvrt_paged_kv_append_args, rope_positions, RopePositions)                  \
+  X(kvrt_paged_kv_append_args, cos_sin_cache, CosSinCache)                     \
+  X(kvrt_paged_kv_append_args, k_norm_weight, KNormWeight)                     \
+  X(kvrt_paged_kv_append_args, q_norm_weight, QNormWeight)                     \
+  X(kvrt_paged_kv_append_args, epsilon, Epsilon)                               \
+  X(kvrt_paged_kv_append_args, q_scale, QScale)                                \
   KVRT_KIND_REQUEST_TENSORS(X, kvrt_fused_gather_args)                         \
   X(kvrt_fused_gather_args, key_cache, KeyCache)                               \
   X(kvrt_fused_gather_args, value_cache, ValueCache)                           \

@@ -111,3 +111,46 @@ kv.append @p : !kv.cache<layout = paged_nhd, block_size = 16,
 kv.fused_append @pf : !kv.cache<layout = paged_nhd, block_size = 16,
     num_kv_heads = 2, head_dim = 32, dtype = bf16> from bf16
     prologue #kv.prologue<q_heads = 4, rope = gptj, rotary_dim = 32>
+
+// paged_kv_append: the slot from FlashInfer's page table (batch_indices,
+// positions, kv_indptr, kv_indices), RoPE at rope_positions[t] (FlashInfer's
+// pos_ids, apart from `positions`), bounded by max_position before anything
+// of the token is read.
+// CHECK-LABEL: func.func @pp(
+// CHECK-SAME: kv.name = "batch_indices"
+// CHECK-SAME: kv.name = "positions"
+// CHECK-SAME: kv.name = "kv_indices"
+// CHECK-SAME: kv.name = "kv_indptr"
+// CHECK-SAME: kv.name = "query"
+// CHECK-SAME: kv.name = "q_out"
+// CHECK-SAME: kv.name = "rope_positions"
+// CHECK-SAME: kv.name = "cos_sin_cache"
+// CHECK-SAME: kv.name = "batch_size"
+// CHECK-SAME: kv.name = "num_indices"
+// CHECK-SAME: kv.name = "max_position"
+// CHECK: memref.load %arg2
+// CHECK: memref.load %arg3
+// CHECK: memref.load %arg5
+// CHECK: memref.load %arg4
+// CHECK: %[[POS:.*]] = memref.load %arg10
+// CHECK: arith.cmpi ult, %[[POS]]
+kv.paged_kv_append @pp : !kv.cache<layout = paged_hnd, block_size = 16,
+    num_kv_heads = 2, head_dim = 32, dtype = bf16> from bf16
+    prologue #kv.prologue<q_heads = 4, rope = neox, rotary_dim = 32>
+
+// q_quant = fp8_e4m3: q_out is fp8 e4m3 and q_scale follows epsilon's place
+// among the buffers; cos_sin = f32: the cos/sin cache is f32 under a bf16
+// source. Q is divided by q_scale[0] and truncated to fp8.
+// CHECK-LABEL: func.func @pq(
+// CHECK-SAME: memref<?xf8E4M3FN> {kv.name = "q_out"
+// CHECK-SAME: memref<?xf32> {kv.name = "cos_sin_cache"
+// CHECK-SAME: memref<?xf32> {kv.name = "q_scale"
+// CHECK: %[[QS:.*]] = memref.load %arg14[%c0]
+// CHECK: arith.divf %{{.*}}, %[[QS]] : f32
+// CHECK: arith.truncf %{{.*}} : f32 to f8E4M3FN
+kv.paged_kv_append @pq : !kv.cache<layout = paged_nhd, block_size = 16,
+    num_kv_heads = 2, head_dim = 32, dtype = f8E4M3FN,
+    quant = #kv.quant<kind = fp8_e4m3, granularity = per_tensor,
+                      mode = static>> from bf16
+    prologue #kv.prologue<q_heads = 4, rope = neox, rotary_dim = 32,
+                          q_quant = fp8_e4m3, cos_sin = f32>

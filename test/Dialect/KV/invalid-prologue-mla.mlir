@@ -29,6 +29,16 @@ kv.mla_append @ds : !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads 
 
 // -----
 
+// expected-error @+1 {{'kv.mla_append' op q_quant and cos_sin = f32 on an MLA append are not supported yet}}
+kv.mla_append @a : !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16, latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16 {prologue = #kv.prologue<q_heads = 16, rope = neox, rotary_dim = 64, q_quant = fp8_e4m3>}
+
+// -----
+
+// expected-error @+1 {{'kv.mla_fused_append' op q_quant and cos_sin = f32 on an MLA append are not supported yet}}
+kv.mla_fused_append @a : !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16, latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16 {prologue = #kv.prologue<q_heads = 16, rope = neox, rotary_dim = 64, cos_sin = f32>}
+
+// -----
+
 // A latent cache's gather still takes no prologue.
 // expected-error @+1 {{'kv.gather' op cannot take a prologue}}
 kv.gather @g : !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16, latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> to bf16 {prologue = #kv.prologue<rope = neox, rotary_dim = 64>}

@@ -32,8 +32,13 @@ kv.fused_gather @g : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads
 
 // -----
 
-// expected-error @+1 {{'kv.paged_kv_append' op does not take a prologue yet: kv.append and kv.fused_append do (docs/dev/PROLOGUE.md)}}
-kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 {prologue = #kv.prologue<norm = rms>}
+// expected-error @+1 {{'kv.mla_append' op does not take a prologue yet: kv.append, kv.fused_append and kv.paged_kv_append do (docs/dev/PROLOGUE.md)}}
+kv.mla_append @a : !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16, latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16 {prologue = #kv.prologue<rope = neox, rotary_dim = 64>}
+
+// -----
+
+// expected-error @+1 {{'kv.paged_kv_append' op q_heads 30 is not a multiple of num_kv_heads 8: each KV head serves the same number of Q heads}}
+kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<q_heads = 30, rope = neox, rotary_dim = 64>
 
 // -----
 
@@ -42,7 +47,12 @@ kv.fused_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads
 
 // -----
 
-// expected-error @+1 {{'kv.paged_kv_append' op 'prologue' must be a #kv.prologue<...>, got 1 : i64}}
+// expected-error @+1 {{'kv.mla_fused_append' op 'prologue' must be a #kv.prologue<...>, got 1 : i64}}
+kv.mla_fused_append @f : !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16, latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16 {prologue = 1}
+
+// -----
+
+// expected-error @+1 {{'kv.paged_kv_append' op attribute 'prologue' failed to satisfy constraint}}
 kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 {prologue = 1}
 
 // -----
@@ -89,3 +99,23 @@ kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, 
 
 // expected-error @+1 {{'kv.append' op a prologue on a K-only cache is not supported yet}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16, k_only = true> from bf16 prologue #kv.prologue<norm = rms>
+
+// -----
+
+// expected-error @+1 {{unknown q_quant 'int8': expected fp8_e4m3}}
+kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<q_heads = 8, rope = neox, rotary_dim = 64, q_quant = int8>
+
+// -----
+
+// expected-error @+1 {{q_quant = fp8_e4m3 needs q_heads: it quantizes the Q the prologue writes}}
+kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<rope = neox, rotary_dim = 64, q_quant = fp8_e4m3>
+
+// -----
+
+// expected-error @+1 {{unknown cos_sin 'bf16': expected f32 (or absent: the source dtype)}}
+kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<rope = neox, rotary_dim = 64, cos_sin = bf16>
+
+// -----
+
+// expected-error @+1 {{cos_sin = f32 without rope: only RoPE reads the cos/sin cache}}
+kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<norm = rms, cos_sin = f32>

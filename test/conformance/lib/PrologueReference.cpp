@@ -28,6 +28,10 @@ std::string PrologueSpec::attr() const {
     add(rope == Rope::Neox ? "rope = neox" : "rope = gptj");
     add("rotary_dim = " + std::to_string(rotaryDim));
   }
+  if (qQuant)
+    add("q_quant = fp8_e4m3");
+  if (f32CosSin)
+    add("cos_sin = f32");
   return out + ">";
 }
 

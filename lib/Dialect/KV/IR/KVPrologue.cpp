@@ -15,7 +15,8 @@ using namespace kvgen::kv;
 
 LogicalResult PrologueAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t qHeads, StringRef norm,
-                                   StringRef rope, int64_t rotaryDim) {
+                                   StringRef rope, int64_t rotaryDim,
+                                   StringRef qQuant, StringRef cosSin) {
   if (qHeads < 0)
     return emitError() << "q_heads must be positive (or absent for no Q), "
                           "got "
@@ -39,6 +40,19 @@ LogicalResult PrologueAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "rotary_dim must be even (RoPE rotates pairs of "
                           "elements), got "
                        << rotaryDim;
+  if (!qQuant.empty() && qQuant != "fp8_e4m3")
+    return emitError() << "unknown q_quant '" << qQuant
+                       << "': expected fp8_e4m3";
+  if (!qQuant.empty() && qHeads <= 0)
+    return emitError() << "q_quant = " << qQuant
+                       << " needs q_heads: it quantizes the Q the prologue "
+                          "writes";
+  if (!cosSin.empty() && cosSin != "f32")
+    return emitError() << "unknown cos_sin '" << cosSin
+                       << "': expected f32 (or absent: the source dtype)";
+  if (!cosSin.empty() && rope.empty())
+    return emitError() << "cos_sin = " << cosSin
+                       << " without rope: only RoPE reads the cos/sin cache";
   return success();
 }
 
@@ -68,6 +82,11 @@ static LogicalResult verifyLatentPrologue(Operation *op, CacheType cache,
            << " is past the limit: a kernel supports at most "
            << abi::kMaxKvHeads << " Q heads and " << abi::kMaxElementsPerToken
            << " Q elements per token";
+  if (prologue.hasQQuant() || prologue.hasF32CosSin())
+    return op->emitOpError()
+           << "q_quant and cos_sin = f32 on an MLA append are not supported "
+              "yet: q_pe is written and the cos/sin cache read in the source "
+              "dtype";
   // A latent cache takes static scales only (its type's rule).
   return success();
 }
@@ -94,10 +113,11 @@ LogicalResult kvgen::kv::verifyKernelPrologue(Operation *op,
               "(on k_pe) and no norm";
   if (cache.getLatent())
     return verifyLatentPrologue(op, cache, prologue);
-  if (kind != abi::KernelKind::Append && kind != abi::KernelKind::FusedAppend)
+  if (kind != abi::KernelKind::Append && kind != abi::KernelKind::FusedAppend &&
+      kind != abi::KernelKind::PagedKvAppend)
     return op->emitOpError()
-           << "does not take a prologue yet: kv.append and kv.fused_append "
-              "do (docs/dev/PROLOGUE.md)";
+           << "does not take a prologue yet: kv.append, kv.fused_append and "
+              "kv.paged_kv_append do (docs/dev/PROLOGUE.md)";
   int64_t headDim = cache.getHeadDim();
   if (prologue.getRotaryDim() > headDim)
     return op->emitOpError()

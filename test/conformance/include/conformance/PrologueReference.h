@@ -23,6 +23,10 @@ struct PrologueSpec {
   bool norm = false;
   Rope rope = Rope::None;
   int64_t rotaryDim = 0;
+  /// q_quant = fp8_e4m3: q_out is fp8 e4m3, Q / q_scale (with qHeads).
+  bool qQuant = false;
+  /// cos_sin = f32: the cos/sin cache is f32 (with rope).
+  bool f32CosSin = false;
   /// The attribute's text, `#kv.prologue<...>`.
   std::string attr() const;
 };

@@ -171,12 +171,22 @@ def KV_PagedKvAppendOp
     outside `kv_indices`, a negative page id or one past the cache write
     nothing. Paged layouts only.
 
+    An optional `prologue` (#kv.prologue<...>) normalizes and rotates K (and
+    Q) as kv.append's does, at `rope_positions[i]` (FlashInfer's `pos_ids`,
+    apart from `positions`) (docs/dev/PROLOGUE.md).
+
     ```mlir
     kv.paged_kv_append @kv_paged : !kv.cache<layout = paged_hnd,
         block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16>
         from bf16
     ```
   }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<KV_CacheType>:$cache,
+                       TypeAttr:$source_type,
+                       OptionalAttr<KV_PrologueAttr>:$prologue);
+  let assemblyFormat = "$sym_name `:` $cache `from` $source_type "
+                       "(`prologue` qualified($prologue)^)? attr-dict";
 }
 
 def KV_GatherOp : KV_KernelOp<"gather", "Gather", "OutputType"> {

@@ -38,7 +38,13 @@ def KV_PrologueAttr : KV_Attr<"Prologue", "prologue"> {
       position (`rope_positions`), from `cos_sin_cache [max_position,
       rotary_dim]` (cos then sin, vLLM's);
     - `q_heads`: Q `[num_tokens, q_heads, head_dim]` is read and written,
-      transformed, to `q_out`, for every token (padding included).
+      transformed, to `q_out`, for every token (padding included);
+    - `q_quant = fp8_e4m3` (with `q_heads`): `q_out` is fp8 e4m3, the
+      transformed Q divided by the f32 `q_scale [1]`, saturated and rounded
+      (the static quantization of the cache, FlashInfer's fused op's Q);
+      without it `q_out` has the source dtype;
+    - `cos_sin = f32` (with `rope`): the cos/sin cache is f32 whatever the
+      source dtype (FlashInfer's); without it, the source dtype (vLLM's).
 
     V is unchanged.
 
@@ -49,7 +55,9 @@ def KV_PrologueAttr : KV_Attr<"Prologue", "prologue"> {
   let parameters = (ins DefaultValuedParameter<"int64_t", "0">:$q_heads,
                         KV_KeywordParameter<"the norm: rms">:$norm,
                         KV_KeywordParameter<"the rotation: neox or gptj">:$rope,
-                        DefaultValuedParameter<"int64_t", "0">:$rotary_dim);
+                        DefaultValuedParameter<"int64_t", "0">:$rotary_dim,
+                        KV_KeywordParameter<"Q's quantization: fp8_e4m3">:$q_quant,
+                        KV_KeywordParameter<"the cos/sin cache's dtype: f32">:$cos_sin);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -58,9 +66,13 @@ def KV_PrologueAttr : KV_Attr<"Prologue", "prologue"> {
     /// NeoX pairs element i with i + rotary_dim / 2; GPT-J 2i with 2i + 1.
     bool isNeox() const { return getRope() == "neox"; }
     bool hasQ() const { return getQHeads() > 0; }
+    /// q_out is fp8 e4m3, Q divided by q_scale (else the source dtype).
+    bool hasQQuant() const { return getQQuant() == "fp8_e4m3"; }
+    /// The cos/sin cache is f32 (else the source dtype).
+    bool hasF32CosSin() const { return getCosSin() == "f32"; }
     /// The parameter groups of the kernel ABI this prologue adds.
     ::kvgen::abi::PrologueParts getParts() const {
-      return {hasNorm(), hasRope(), hasQ()};
+      return {hasNorm(), hasRope(), hasQ(), hasQQuant()};
     }
   }];
 }
