@@ -111,16 +111,20 @@ Status checkPrologueGiven(const KernelDescription &kernel,
   return Status();
 }
 
-/// q_out given as query itself: the same first element, shape and strides
-/// (vLLM rotates Q in place, and the kernels read the Q they need before
-/// they write it over). Any other overlap would have a thread read Q
-/// another thread already wrote: refused. Likewise an MLA prologue's
-/// k_pe_out given as k_pe itself (vLLM rotates k_pe in place too).
+/// q_out given as query itself: the same first element, element size, shape
+/// and strides (vLLM rotates Q in place, and the kernels read the Q they
+/// need before they write it over). Any other overlap would have a thread
+/// read Q another thread already wrote: refused. An fp8 q_out (q_quant) at
+/// query's address with query's element strides is such an overlap: its
+/// elements are half as wide, so they lie over other lanes' Q. Likewise an
+/// MLA prologue's k_pe_out given as k_pe itself (vLLM rotates k_pe in place
+/// too).
 bool isInPlaceQuery(const TensorView &written, Param writtenParam,
                     const TensorView &other, Param otherParam) {
   bool pair = (writtenParam == Param::QOut && otherParam == Param::Query) ||
               (writtenParam == Param::KPeOut && otherParam == Param::KPe);
-  if (!pair || written.first != other.first || written.rank != other.rank)
+  if (!pair || written.first != other.first ||
+      written.elementBytes != other.elementBytes || written.rank != other.rank)
     return false;
   for (int i = 0; i < written.rank; ++i)
     if (written.shape[i] != other.shape[i] ||
@@ -441,7 +445,7 @@ Status planLaunch(const Manifest &manifest, const Operation &operation,
       return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                         "q_out: overlaps query but is not query itself; "
                         "q_out may alias query only exactly (the same "
-                        "data + byte_offset, shape and strides)");
+                        "data + byte_offset, dtype, shape and strides)");
   }
   if (const TensorView *kPeOut = values.view(Param::KPeOut)) {
     const TensorView &kPe = *values.view(Param::KPe);

@@ -277,6 +277,23 @@ TEST_F(PrologueTest, Fp8QTakesQScaleAndAnF32CosSinCache) {
   a = args();
   a.q_scale = twoScales.get();
   expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT, {"q_scale"});
+  // An fp8 q_out over query's first byte, with query's shape and element
+  // strides, is not query itself: its elements are half as wide, so a lane's
+  // fp8 store lands on Q another lane has yet to read (docs/CONTRACT.md: in
+  // place only without q_quant). Q a buffer of its own, so that q_out lies
+  // inside it and overlaps nothing else.
+  HostTensor ownQuery =
+      HostTensor::compact(bf16(), {kTokens, kQueryHeads, kHeadDim});
+  HostTensor overQuery =
+      ownQuery.view(f8e4m3(), {kTokens, kQueryHeads, kHeadDim},
+                    {kQueryHeads * kHeadDim, kHeadDim, 1}, 0);
+  a = args();
+  a.query = ownQuery.get();
+  ASSERT_EQ(launch(a), KVRT_SUCCESS) << kvrt_last_error();
+  recorded() = Recorded();
+  a.q_out = overQuery.get();
+  expectRefused(launch(a), KVRT_ERROR_INVALID_ARGUMENT,
+                {"q_out: overlaps query but is not query itself"});
   // A description without q_quant refuses q_scale.
   kvrt_paged_kv_append_args plain = pagedArgs();
   plain.q_scale = qScale.get();
