@@ -273,23 +273,27 @@ Value nvvmTruncateE2M1(ImplicitLocOpBuilder &b, Value x, Type f4) {
   int64_t n = static_cast<int64_t>(elems.size());
   if (n % 2)
     elems.push_back(arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f)));
-  SmallVector<Value> pairs;
-  for (size_t i = 0; i < elems.size(); i += 2)
-    pairs.push_back(NVVM::ConvertF32x2ToF4x2Op::create(
-        b, b.getI8Type(), elems[i + 1], elems[i], /*relu=*/false, f4));
-  Value bytes = vector::FromElementsOp::create(
-      b, VectorType::get({static_cast<int64_t>(pairs.size())}, b.getI8Type()),
-      pairs);
-  auto nibblesType =
-      VectorType::get({2 * static_cast<int64_t>(pairs.size())}, b.getI4Type());
-  Value nibbles = vector::BitCastOp::create(b, nibblesType, bytes);
-  if (n != nibblesType.getNumElements())
-    nibbles = vector::ExtractStridedSliceOp::create(b, nibbles, {0}, {n}, {1});
+  // Each byte's two nibbles become two scalar codes: a vector of i4 built
+  // from the bytes would reach the NVPTX back end as a bitcast it takes
+  // apart through a stack slot, where these fold back into the bytes when a
+  // store packs them again.
+  Type i4 = b.getIntegerType(4);
+  Value four = arith::ConstantOp::create(b, b.getI8IntegerAttr(4));
+  SmallVector<Value> codes;
+  for (size_t i = 0; i < elems.size(); i += 2) {
+    Value byte = NVVM::ConvertF32x2ToF4x2Op::create(
+        b, b.getI8Type(), elems[i + 1], elems[i], /*relu=*/false, f4);
+    codes.push_back(
+        arith::BitcastOp::create(b, f4, arith::TruncIOp::create(b, i4, byte)));
+    codes.push_back(arith::BitcastOp::create(
+        b, f4,
+        arith::TruncIOp::create(b, i4, arith::ShRUIOp::create(b, byte, four))));
+  }
+  codes.resize(n);
   if (!vt)
-    return arith::BitcastOp::create(
-        b, f4, vector::ExtractOp::create(b, nibbles, 0).getResult());
-  return arith::BitcastOp::create(b, VectorType::get(vt.getShape(), f4),
-                                  nibbles);
+    return codes.front();
+  return vector::FromElementsOp::create(b, VectorType::get(vt.getShape(), f4),
+                                        codes);
 }
 
 /// e2m1 -> f32, exactly: code m of magnitude 0.5 * m below 2, else

@@ -14,12 +14,17 @@
 // CHECK-DAG: %[[X1:.*]] = vector.extract %[[X]][1]
 // CHECK-DAG: %[[X2:.*]] = vector.extract %[[X]][2]
 // CHECK-DAG: %[[X3:.*]] = vector.extract %[[X]][3]
-// Element 2k in the low nibble: the pair is passed as (odd, even).
+// Element 2k in the low nibble: the pair is passed as (odd, even), and
+// each byte's nibbles become scalar codes (no vector of i4, which the
+// NVPTX back end would take apart through a stack slot).
 // CHECK: %[[P0:.*]] = nvvm.convert.f32x2.to.f4x2 %[[X1]], %[[X0]] : i8(f4E2M1FN)
+// CHECK: %[[L0:.*]] = arith.trunci %[[P0]] : i8 to i4
+// CHECK: %[[E0:.*]] = arith.bitcast %[[L0]] : i4 to f4E2M1FN
+// CHECK: %[[S0:.*]] = arith.shrui %[[P0]], %{{.*}} : i8
+// CHECK: %[[H0:.*]] = arith.trunci %[[S0]] : i8 to i4
+// CHECK: %[[E1:.*]] = arith.bitcast %[[H0]] : i4 to f4E2M1FN
 // CHECK: %[[P1:.*]] = nvvm.convert.f32x2.to.f4x2 %[[X3]], %[[X2]] : i8(f4E2M1FN)
-// CHECK: %[[B:.*]] = vector.from_elements %[[P0]], %[[P1]] : vector<2xi8>
-// CHECK: %[[N:.*]] = vector.bitcast %[[B]] : vector<2xi8> to vector<4xi4>
-// CHECK: %[[R:.*]] = arith.bitcast %[[N]] : vector<4xi4> to vector<4xf4E2M1FN>
+// CHECK: %[[R:.*]] = vector.from_elements %[[E0]], %[[E1]], %{{.*}}, %{{.*}} : vector<4xf4E2M1FN>
 // CHECK-NOT: arith.truncf
 // CHECK: return %[[R]]
 gpu.module @sm100a [#nvvm.target<chip = "sm_100a">] {
@@ -27,10 +32,10 @@ gpu.module @sm100a [#nvvm.target<chip = "sm_100a">] {
     %0 = arith.truncf %x : vector<4xf32> to vector<4xf4E2M1FN>
     return %0 : vector<4xf4E2M1FN>
   }
-  // An odd count pads its last pair with 0 and drops its nibble.
+  // An odd count pads its last pair with 0 and drops its high nibble.
   // CHECK-LABEL: func.func @round_odd(
   // CHECK-COUNT-2: nvvm.convert.f32x2.to.f4x2
-  // CHECK: vector.extract_strided_slice {{.*}} {offsets = [0], sizes = [3], strides = [1]} : vector<4xi4> to vector<3xi4>
+  // CHECK: vector.from_elements {{.*}} : vector<3xf4E2M1FN>
   func.func @round_odd(%x: vector<3xf32>) -> vector<3xf4E2M1FN> {
     %0 = arith.truncf %x : vector<3xf32> to vector<3xf4E2M1FN>
     return %0 : vector<3xf4E2M1FN>
