@@ -13,6 +13,7 @@
 #include "kvgen/ABI/ABI.h"
 #include "kvgen/ABI/BundleSchema.h"
 #include "kvgen/Dialect/KV/IR/LatentEntry.h"
+#include "kvgen/Dialect/KV/IR/Nvfp4.h"
 
 #include "llvm/Support/Base64.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -63,6 +64,15 @@ static llvm::json::Object cacheToJSON(kv::CacheType cache) {
            kv::getInlineScalesLayout(cache).entryBytes}};
     o[key::cache::latent] = std::move(l);
   }
+  if (kv::Nvfp4Attr nvfp4 = cache.getNvfp4())
+    o[key::cache::nvfp4] = llvm::json::Object{
+        {key::nvfp4::k_scales,
+         kv::stringifyNvfp4ScaleLayout(nvfp4.getKScales()).str()},
+        {key::nvfp4::v_scales,
+         kv::stringifyNvfp4ScaleLayout(nvfp4.getVScales()).str()},
+        {key::nvfp4::search,
+         kv::stringifyNvfp4ScaleSearch(nvfp4.getSearch()).str()},
+        {key::nvfp4::row_bytes, kv::getNvfp4Page(cache).rowBytes()}};
   return o;
 }
 

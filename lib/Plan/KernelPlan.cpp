@@ -2,6 +2,7 @@
 
 #include "kvgen/Plan/KernelPlan.h"
 #include "kvgen/Dialect/KV/IR/LatentEntry.h"
+#include "kvgen/Dialect/KV/IR/Nvfp4.h"
 #include "llvm/ADT/bit.h"
 
 #include <numeric>
@@ -81,7 +82,9 @@ static int64_t chooseMinBlocksPerSM(const KernelPlan &plan,
   if (options.minBlocksPerSM >= 0)
     return options.minBlocksPerSM;
   kv::QuantAttr quant = plan.cache.getQuant();
-  if (plan.prologue || !plan.appendsRows() ||
+  // An NVFP4 group's two candidate scales and error sums were never
+  // measured against the bound: no bound.
+  if (plan.prologue || plan.cache.getNvfp4() || !plan.appendsRows() ||
       plan.traits().slot != abi::KindSlot::Mapping || !plan.vectorAccess() ||
       !quant || !plan.cache.getLayoutInfo().chunkContiguous() ||
       plan.tokensPerBlock != 1 || plan.chunksPerThread != 1 ||
@@ -326,6 +329,13 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
         base.prologue.isNeox() ? ropeChunks - ropeChunks / 2 : ropeChunks;
     base.chunksPerToken = latent.getKvLoraRank() / vec +
                           ropeUnits * (1 + base.prologue.getQHeads());
+  } else if (base.cache.getNvfp4()) {
+    // One iteration a group of 16 values of a head (of K and V), in one
+    // thread: its amax, its candidate scales and its packing need all 16
+    // (Nvfp4Bodies.cpp). A chunk never straddles a group: 16 is a multiple
+    // of the chunk and head_dim of 16.
+    base.chunksPerGroup = kv::kNvfp4GroupSize / vec;
+    base.lanesPerGroup = 1;
   } else if (base.prologue) {
     // RMSNorm needs the sum of squares of the whole head before the first
     // store: one iteration takes a head, over lanes as a dynamic scale's
@@ -371,6 +381,7 @@ std::vector<KernelPlan> kvgen::planKernels(Operation *op,
   // so only the vector kernel, for fewer tokens, has it.
   // The prologue's values are fp32 by the time they are quantized.
   base.fastDivision = options.fastDivision && quant && !base.prologue &&
+                      !base.cache.getNvfp4() &&
                       quant.getMode() == kv::ScaleMode::Static &&
                       !quant.getReciprocal() && !base.readsRows() &&
                       (base.sourceType.isBF16() || base.sourceType.isF16());

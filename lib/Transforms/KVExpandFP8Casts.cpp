@@ -15,6 +15,17 @@
 //  - extf: on both targets into integer ops (exact: every fp8 value is an
 //    f32 value), an fp8 NaN reading back as NaN.
 //
+// The same for NVFP4's element, e2m1 (f4E2M1FN: 0, 0.5, 1, 1.5, 2, 3, 4, 6
+// and their negatives; docs/CONTRACT.md, "NVFP4"): truncf f32 -> f4E2M1FN
+// rounds to nearest even, saturates to +-6 (infinities included), keeps the
+// sign of a zero and writes a NaN as +0, with cvt.rn.satfinite.e2m1x2.f32
+// (nvvm.convert.f32x2.to.f4x2) where the chip has it (sm_100 and later with
+// the arch- or family-specific features: sm_100a, sm_120f, ...; the plain
+// sm_100 target has no such cvt) and integer ops everywhere else, sm_90
+// included; extf f4E2M1FN -> f32 is integer ops on both targets. The cvt
+// gets a NaN replaced by +0 first, so that its bytes never depend on what
+// the instruction does with one.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kvgen/Transforms/Passes.h"
@@ -25,6 +36,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/bit.h"
 
 namespace kvgen {
 #define GEN_PASS_DEF_KVEXPANDFP8CASTS
@@ -208,6 +220,133 @@ Value softwareExtend(ImplicitLocOpBuilder &b, Value q, const FP8Format &f) {
                                   arith::OrIOp::create(b, bits, sign));
 }
 
+/// f32 -> e2m1 code (the low 4 bits of an i8) in integer ops. The seven
+/// midpoints between the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 are f32
+/// values; comparing |x|'s bits with theirs (f32 order is integer order for
+/// non-negative values) counts the magnitudes below x. A tie goes to the
+/// even code: past 0.25, 1.25, 2.5 and 5 only above the midpoint (codes 0,
+/// 2, 4, 6 below), past 0.75, 1.75 and 3.5 from the midpoint on (codes 2, 4,
+/// 6 above). Everything past 5 (infinities too) is code 7, 6.0: satfinite.
+Value softwareTruncateE2M1(ImplicitLocOpBuilder &b, Value x, Type f4) {
+  Builder c{b, x.getType()};
+  Value bits = arith::BitcastOp::create(b, c.i32(), x);
+  Value abs = arith::AndIOp::create(b, bits, c.u32(0x7FFFFFFF));
+  struct Midpoint {
+    float value;
+    bool tieUp;
+  };
+  static constexpr Midpoint kMidpoints[] = {
+      {0.25f, false}, {0.75f, true}, {1.25f, false}, {1.75f, true},
+      {2.5f, false},  {3.5f, true},  {5.0f, false}};
+  Value code = c.u32(0);
+  for (Midpoint m : kMidpoints) {
+    Value past =
+        c.cmp(m.tieUp ? arith::CmpIPredicate::uge : arith::CmpIPredicate::ugt,
+              abs, c.u32(llvm::bit_cast<uint32_t>(m.value)));
+    code = arith::AddIOp::create(b, code,
+                                 arith::ExtUIOp::create(b, c.i32(), past));
+  }
+  Value sign = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, bits, c.u32(28)), c.u32(0x8));
+  code = arith::OrIOp::create(b, code, sign);
+  Value isNaN = c.cmp(arith::CmpIPredicate::ugt, abs, c.u32(0x7F800000));
+  code = c.sel(isNaN, c.u32(0), code);
+  Value nibble =
+      arith::TruncIOp::create(b, withElement(x.getType(), b.getI4Type()), code);
+  return arith::BitcastOp::create(b, withElement(x.getType(), f4), nibble);
+}
+
+/// f32 -> e2m1 with cvt.rn.satfinite.e2m1x2.f32, two elements a byte
+/// (element 2k in the low nibble, as the cache stores them). A NaN is made
+/// +0 first: the contract's NaN rule, whatever the cvt does with one.
+Value nvvmTruncateE2M1(ImplicitLocOpBuilder &b, Value x, Type f4) {
+  Builder c{b, x.getType()};
+  Value isNaN = arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, x, x);
+  x = c.sel(isNaN, c.f32(0.0f), x);
+  auto vt = dyn_cast<VectorType>(x.getType());
+  SmallVector<Value> elems;
+  if (vt)
+    for (int64_t i = 0; i < vt.getNumElements(); ++i)
+      elems.push_back(vector::ExtractOp::create(b, x, i));
+  else
+    elems.push_back(x);
+  int64_t n = static_cast<int64_t>(elems.size());
+  if (n % 2)
+    elems.push_back(arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f)));
+  // Each byte's two nibbles become two scalar codes: a vector of i4 built
+  // from the bytes would reach the NVPTX back end as a bitcast it takes
+  // apart through a stack slot, where these fold back into the bytes when a
+  // store packs them again.
+  Type i4 = b.getIntegerType(4);
+  Value four = arith::ConstantOp::create(b, b.getI8IntegerAttr(4));
+  SmallVector<Value> codes;
+  for (size_t i = 0; i < elems.size(); i += 2) {
+    Value byte = NVVM::ConvertF32x2ToF4x2Op::create(
+        b, b.getI8Type(), elems[i + 1], elems[i], /*relu=*/false, f4);
+    codes.push_back(
+        arith::BitcastOp::create(b, f4, arith::TruncIOp::create(b, i4, byte)));
+    codes.push_back(arith::BitcastOp::create(
+        b, f4,
+        arith::TruncIOp::create(b, i4, arith::ShRUIOp::create(b, byte, four))));
+  }
+  codes.resize(n);
+  if (!vt)
+    return codes.front();
+  return vector::FromElementsOp::create(b, VectorType::get(vt.getShape(), f4),
+                                        codes);
+}
+
+/// e2m1 -> f32, exactly: code m of magnitude 0.5 * m below 2, else
+/// 2^(e - 1) * (1 + mantissa / 2) for m = 2e + mantissa.
+Value softwareExtendE2M1(ImplicitLocOpBuilder &b, Value q) {
+  Type shape = q.getType();
+  Builder c{b, shape};
+  Value nibble =
+      arith::BitcastOp::create(b, withElement(shape, b.getI4Type()), q);
+  Value code = arith::ExtUIOp::create(b, c.i32(), nibble);
+  Value sign = arith::ShLIOp::create(
+      b, arith::AndIOp::create(b, code, c.u32(0x8)), c.u32(28));
+  Value mag = arith::AndIOp::create(b, code, c.u32(0x7));
+  Value e = arith::ShRUIOp::create(b, mag, c.u32(1));
+  Value m = arith::AndIOp::create(b, mag, c.u32(1));
+  Value normal = arith::OrIOp::create(
+      b,
+      arith::ShLIOp::create(b, arith::AddIOp::create(b, e, c.u32(126)),
+                            c.u32(23)),
+      arith::ShLIOp::create(b, m, c.u32(22)));
+  // Codes 0 and 1: 0 and 0.5.
+  Value sub = c.sel(c.cmp(arith::CmpIPredicate::eq, mag, c.u32(0)), c.u32(0),
+                    c.u32(0x3F000000));
+  Value bits = c.sel(c.cmp(arith::CmpIPredicate::eq, e, c.u32(0)), sub, normal);
+  return arith::BitcastOp::create(b, c.f32Type(),
+                                  arith::OrIOp::create(b, bits, sign));
+}
+
+/// Whether the GPU that `op` is compiled for has cvt to e2m1x2: sm_100 and
+/// later with the arch-specific (`a`) or family-specific (`f`) features. A
+/// module with no NVVM target, or a plain sm_100, has not: the back end
+/// cannot select the cvt there.
+bool hasE2M1Conversions(Operation *op) {
+  auto targets = op->getAttrOfType<ArrayAttr>("targets");
+  if (!targets)
+    return false;
+  for (Attribute attr : targets) {
+    auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(attr);
+    if (!nvvm)
+      continue;
+    StringRef chip = nvvm.getChip();
+    unsigned number = 0;
+    if (!chip.consume_front("sm_"))
+      return false;
+    StringRef digits = chip.take_while(llvm::isDigit);
+    if (digits.getAsInteger(10, number))
+      return false;
+    StringRef suffix = chip.drop_front(digits.size());
+    return number >= 100 && (suffix == "a" || suffix == "f");
+  }
+  return false;
+}
+
 /// Whether the GPU that `op` is compiled for (the NVVM target attached to
 /// its gpu.module) has cvt to e4m3x2/e5m2x2: sm_89 and later. A module with
 /// no NVVM target yet is taken to have it, as before targets were attached.
@@ -233,6 +372,7 @@ struct KVExpandFP8CastsPass
   using Base::Base;
   void runOnOperation() override {
     bool hardware = nvvm && hasFP8Conversions(getOperation());
+    bool hardwareE2M1 = nvvm && hasE2M1Conversions(getOperation());
     SmallVector<Operation *> casts;
     getOperation()->walk([&](Operation *op) {
       if (isa<arith::TruncFOp, arith::ExtFOp>(op))
@@ -242,7 +382,8 @@ struct KVExpandFP8CastsPass
       Value in = op->getOperand(0);
       Type inElt = getElementTypeOrSelf(in.getType());
       Type outElt = getElementTypeOrSelf(op->getResult(0).getType());
-      if (!getFormat(inElt) && !getFormat(outElt))
+      bool e2m1 = isa<Float4E2M1FNType>(inElt) || isa<Float4E2M1FNType>(outElt);
+      if (!getFormat(inElt) && !getFormat(outElt) && !e2m1)
         continue;
       // The expansions build scalars or 1-d vectors (and cvt's pairs split
       // a 1-d vector); anything else would come out as broken IR.
@@ -256,7 +397,20 @@ struct KVExpandFP8CastsPass
       }
       ImplicitLocOpBuilder b(op->getLoc(), op);
       Value result;
-      if (isa<arith::TruncFOp>(op)) {
+      if (e2m1) {
+        bool trunc = isa<arith::TruncFOp>(op);
+        if (!(trunc ? inElt : outElt).isF32()) {
+          op->emitOpError(trunc ? "kvgen rounds only f32 to e2m1"
+                                : "kvgen extends e2m1 only to f32");
+          return signalPassFailure();
+        }
+        if (!trunc)
+          result = softwareExtendE2M1(b, in);
+        else if (hardwareE2M1)
+          result = nvvmTruncateE2M1(b, in, outElt);
+        else
+          result = softwareTruncateE2M1(b, in, outElt);
+      } else if (isa<arith::TruncFOp>(op)) {
         std::optional<FP8Format> f = getFormat(outElt);
         if (!f)
           continue;

@@ -23,6 +23,7 @@ import threading
 
 import torch
 
+from . import _vllm_cache as _cache
 from . import _vllm_ds_mla as _ds_mla
 from . import compiler, errors, ops
 from ._vllm_cache import (convert_fp8, cp_gather_cache,
@@ -58,6 +59,12 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     caches [num_blocks, block_size, num_heads, head_size], NHD or HND in
     memory; V's head size may differ from K's; slot -1 pads."""
     op = "reshape_and_cache_flash"
+    if kv_cache_dtype in _cache.NVFP4_SEARCH:
+        # vLLM's NVFP4 page (nvfp4, nvfp4_4over6): kvgen's #kv.nvfp4 append.
+        _cache.reshape_and_cache_flash_nvfp4(op, key, value, key_cache,
+                                             value_cache, slot_mapping,
+                                             kv_cache_dtype, k_scale, v_scale)
+        return
     _check_dtype(op, kv_cache_dtype)
     # K and V of different head sizes (value_cache's own head_size), and
     # per-tensor or per-head fp8 scales: kvgen.ops takes both, as vLLM

@@ -95,7 +95,7 @@ def package_reads():
 def test_the_schema_parses():
     fields = schema_keys()
     assert set(fields) == {"root", "target", "kernel", "cache", "latent",
-                           "inline_scales", "quant", "prologue",
+                           "inline_scales", "nvfp4", "quant", "prologue",
                            "launch"}
     assert "min_tokens" in fields["kernel"]
 

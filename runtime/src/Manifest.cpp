@@ -26,7 +26,10 @@ bool CacheDescription::operator==(const CacheDescription &other) const {
          latent == other.latent && kvLoraRank == other.kvLoraRank &&
          ropeDim == other.ropeDim && inlineScales == other.inlineScales &&
          groupSize == other.groupSize && ropeDtype == other.ropeDtype &&
-         entryBytes == other.entryBytes;
+         entryBytes == other.entryBytes && nvfp4 == other.nvfp4 &&
+         nvfp4RowBytes == other.nvfp4RowBytes &&
+         nvfp4KScales == other.nvfp4KScales &&
+         nvfp4VScales == other.nvfp4VScales && nvfp4Search == other.nvfp4Search;
 }
 
 //===----------------------------------------------------------------------===//

@@ -91,6 +91,14 @@ struct CacheDescription {
   int64_t groupSize = 0;
   DType ropeDtype = DType::BF16;
   int64_t entryBytes = 0;
+  /// An NVFP4 cache ("nvfp4", quant kind nvfp4): a block of each side is
+  /// its rows' e2m1 values then their e4m3 scales (kvgen's Nvfp4.h); the
+  /// cache is the layout's shape with rows of `nvfp4RowBytes` bytes,
+  /// compact below the block. The scale layouts and search are the
+  /// kernel's own; kvrt keeps them to compare and to print.
+  bool nvfp4 = false;
+  int64_t nvfp4RowBytes = 0;
+  std::string nvfp4KScales, nvfp4VScales, nvfp4Search;
 
   /// V's head size.
   int64_t valueDim() const { return valueHeadDim ? valueHeadDim : headDim; }

@@ -101,11 +101,12 @@ Status parsePrologue(const FieldReader &kernel, KernelDescription *out) {
         static_cast<long long>(prologue.qHeads),
         static_cast<long long>(cache.numKvHeads),
         static_cast<long long>(limits::kMaxElementsPerToken));
-  if (!cache.hasValue() || cache.asymmetric() ||
+  if (!cache.hasValue() || cache.asymmetric() || cache.nvfp4 ||
       cache.quantization() == Quantization::Dynamic)
-    return KVRT_BUNDLE_ERROR("%s: a prologue needs a cache with K and V of "
-                             "one head size and static or no scales",
-                             path.c_str());
+    return KVRT_BUNDLE_ERROR(
+        "%s: a prologue needs a cache with K and V of "
+        "one head size and static or no scales (not NVFP4)",
+        path.c_str());
   return Status();
 }
 

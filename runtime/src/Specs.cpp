@@ -151,8 +151,16 @@ static TensorSpec cacheSpec(Param param, const KernelDescription &kernel) {
       // V's head size by its own name where it differs from K's.
       if (isValue && cache.asymmetric() && axes[i] == abi::Axis::Dim)
         spec.dimNames[i] = "v_head_dim";
+      // An NVFP4 row is bytes: head_dim / 2 of values, head_dim / 16 of
+      // scales.
+      if (cache.nvfp4 && axes[i] == abi::Axis::Dim) {
+        spec.dimNames[i] = "head_dim / 2 + head_dim / 16 (nvfp4 row bytes)";
+        spec.dims[i] = cache.nvfp4RowBytes;
+      }
     }
     spec.rank = axes.rank;
+    spec.compactBelowBlock = cache.nvfp4;
+    spec.rawBytes = cache.nvfp4;
   }
   spec.innerStrideRule =
       "the innermost dimension of a cache must have stride 1";

@@ -159,7 +159,11 @@ Status checkTensor(const DLTensor *tensor, const TensorSpec &spec,
                       "(lanes == 1)",
                       name, describeDType(tensor->dtype).c_str(),
                       tensor->dtype.lanes);
-  if (!matchesDType(tensor->dtype, spec.dtype))
+  // An NVFP4 cache holds bytes: PyTorch's uint8 (vLLM's) or int8.
+  bool rawByte =
+      spec.rawBytes && tensor->dtype.bits == 8 &&
+      (tensor->dtype.code == kDLInt || tensor->dtype.code == kDLUInt);
+  if (!rawByte && !matchesDType(tensor->dtype, spec.dtype))
     return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT, "%s: dtype is %s but %s",
                       name, describeDType(tensor->dtype).c_str(),
                       expectation(spec, dtypeName(spec.dtype)).c_str());
@@ -223,16 +227,19 @@ Status checkTensor(const DLTensor *tensor, const TensorSpec &spec,
         KVRT_ERROR_INVALID_ARGUMENT, "%s: stride[%d] (%s) is %lld but %s", name,
         inner, spec.dimNames[inner],
         static_cast<long long>(out->strides[inner]), spec.innerStrideRule);
-  if (spec.compact) {
+  if (spec.compact || spec.compactBelowBlock) {
     int64_t expected = 1;
-    for (int i = spec.rank - 1; i >= 0; --i) {
+    for (int i = spec.rank - 1; i >= (spec.compact ? 0 : 1); --i) {
       if (out->shape[i] > 1 && out->strides[i] != expected)
         return KVRT_ERROR(KVRT_ERROR_INVALID_ARGUMENT,
                           "%s: stride[%d] (%s) is %lld but must be %lld: %s "
-                          "must be contiguous (compact row-major)",
+                          "must be contiguous (compact row-major%s)",
                           name, i, spec.dimNames[i],
                           static_cast<long long>(out->strides[i]),
-                          static_cast<long long>(expected), name);
+                          static_cast<long long>(expected), name,
+                          spec.compact ? ""
+                                       : " below its block: an NVFP4 block "
+                                         "is one page of rows");
       expected *= std::max<int64_t>(out->shape[i], 1);
     }
   }

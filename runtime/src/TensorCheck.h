@@ -42,6 +42,11 @@ struct TensorSpec {
   /// Scale tensors and scale caches: compact row-major (the kernel indexes
   /// them without strides).
   bool compact = false;
+  /// An NVFP4 cache: compact row-major below its block dimension (the
+  /// kernel addresses a block as one page of rows), and raw bytes (int8 or
+  /// uint8).
+  bool compactBelowBlock = false;
+  bool rawBytes = false;
 };
 
 /// One validated tensor, or the K or V view of a stacked cache. Left

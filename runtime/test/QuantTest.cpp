@@ -128,7 +128,7 @@ TEST(QuantManifest, MalformedQuantizationIsRefused) {
   auto cache = [](json &b) -> json & { return b["kernels"][0]["cache"]; };
   const BadQuant cases[] = {
       {"unknown kind", [&](json &b) { cache(b)["quant"]["kind"] = "int4"; },
-       k0 + "quant.kind is 'int4'; expected fp8_e4m3, fp8_e5m2 or int8"},
+       k0 + "quant.kind is 'int4'; expected fp8_e4m3, fp8_e5m2, int8 or nvfp4"},
       {"unknown granularity",
        [&](json &b) { cache(b)["quant"]["granularity"] = "per_row"; },
        k0 + "quant.granularity is 'per_row'"},

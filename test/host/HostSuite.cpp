@@ -193,6 +193,14 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
         d.inlinePowerOfTwo = scales.getPowerOfTwo();
       }
     }
+    // An NVFP4 cache: its own cases (Nvfp4Cases.cpp).
+    if (kv::Nvfp4Attr nvfp4 = plan.cache.getNvfp4()) {
+      d.nvfp4 = true;
+      d.nvfp4KSwizzled = nvfp4.getKScales() == kv::Nvfp4ScaleLayout::Swizzled;
+      d.nvfp4VSwizzled = nvfp4.getVScales() == kv::Nvfp4ScaleLayout::Swizzled;
+      d.nvfp4FourOverSix =
+          nvfp4.getSearch() == kv::Nvfp4ScaleSearch::FourOverSix;
+    }
     auto layoutName = kv::stringifyLayoutKind(plan.cache.getLayout());
     for (Layout l : {Layout::Contiguous, Layout::PagedNHD, Layout::PagedHND,
                      Layout::VllmVectorized, Layout::DualStacked})
@@ -220,7 +228,9 @@ std::vector<Description> describePlans(const std::vector<KernelPlan> &plans) {
     d.sourceDtype = plan.sourceType ? dtypeOf(plan.sourceType) : d.cacheDtype;
     if (d.readsRows())
       d.outputDtype = d.sourceDtype;
-    if (kv::QuantAttr quant = plan.cache.getQuant()) {
+    kv::QuantAttr quant = plan.cache.getQuant();
+    // The reference has no nvfp4 kind: an NVFP4 cache is d.nvfp4 above.
+    if (quant && !plan.cache.getNvfp4()) {
       // The dialect's enums and the reference's are in the same order.
       d.quant = QuantSpec{static_cast<QuantKind>(quant.getKind()),
                           static_cast<Granularity>(quant.getGranularity()),

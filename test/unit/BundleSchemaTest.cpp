@@ -59,6 +59,12 @@ constexpr const char *kDescriptions = R"mlir(module {
       latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64,
         scales = #kv.inline_scales<group_size = 128, rope_dtype = bf16>>>
       from bf16
+  kv.append @nvfp4 : !kv.cache<layout = paged_nhd, block_size = 16,
+      num_kv_heads = 2, head_dim = 64, dtype = i8,
+      quant = #kv.quant<kind = nvfp4, granularity = per_tensor,
+                        mode = static>,
+      nvfp4 = #kv.nvfp4<k_scales = linear, v_scales = swizzled,
+                        search = divisor_six>> from bf16
   kv.gather @gather : !kv.cache<layout = paged_nhd, block_size = 16,
       num_kv_heads = 2, head_dim = 64, dtype = bf16> to f32
   kv.append @asym : !kv.cache<layout = paged_nhd, block_size = 16,

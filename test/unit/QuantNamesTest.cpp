@@ -120,12 +120,17 @@ TEST_F(QuantNamesTest, EveryKindsStorageIsTheDTypeKvrtExpects) {
     std::string dtype;
     llvm::raw_string_ostream os(dtype);
     storage.print(os);
+    // An NVFP4 cache also says where its values and scales go.
+    bool nvfp4 = kind == kvgen::abi::QuantKind::NVFP4;
     std::string text =
         "module {\n  kv.append @a : !kv.cache<layout = "
         "paged_nhd, block_size = 16, num_kv_heads = 2, "
         "head_dim = 64, dtype = " +
         dtype + ", quant = " +
         quantText(kvgen::abi::kQuantKindNames[k], "per_tensor", "static") +
+        (nvfp4 ? ", nvfp4 = #kv.nvfp4<k_scales = linear, v_scales = "
+                 "swizzled, search = divisor_six>"
+               : "") +
         "> from bf16\n}\n";
     mlir::OwningOpRef<mlir::ModuleOp> module = parseDescription(text, &context);
     ASSERT_TRUE(module) << text;

@@ -334,6 +334,7 @@ static abi::DType storageOf(abi::QuantKind kind) {
   case abi::QuantKind::FP8E5M2:
     return abi::DType::F8E5M2;
   case abi::QuantKind::Int8:
+  case abi::QuantKind::NVFP4: // bytes; the cache also needs its #kv.nvfp4
     return abi::DType::I8;
   }
   llvm_unreachable("unknown quantization kind");

@@ -87,7 +87,13 @@ std::string Checker::quantText(abi::QuantKind kind, abi::ScaleGranularity g,
   return (Twine("#kv.quant<kind = ") + abi::quantKindName(kind) +
           ", granularity = " + abi::granularityName(g) +
           ", mode = " + abi::scaleModeName(mode) +
-          (reciprocal ? ", reciprocal = true" : "") + ">")
+          (reciprocal ? ", reciprocal = true" : "") + ">" +
+          // An NVFP4 cache also places its values and scales (the cache's
+          // next parameter): vLLM's page.
+          (kind == abi::QuantKind::NVFP4
+               ? ", nvfp4 = #kv.nvfp4<k_scales = linear, v_scales = "
+                 "swizzled, search = divisor_six>"
+               : ""))
       .str();
 }
 

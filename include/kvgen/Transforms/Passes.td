@@ -120,6 +120,12 @@ def KVExpandFP8Casts : Pass<"kv-expand-fp8-casts"> {
     have it), or else integer ops with the same bytes (round to nearest
     even, subnormals, saturation, NaN -> 0x7F): on the host and on sm_75 to
     sm_87. `arith.extf` fp8 -> f32 becomes integer ops on both targets.
+    The same for e2m1 (f4E2M1FN, NVFP4's element): `truncf` f32 -> e2m1
+    becomes `cvt.rn.satfinite.e2m1x2.f32` (`nvvm.convert.f32x2.to.f4x2`)
+    with `nvvm=true` on sm_100 and later with the `a` or `f` features (by
+    the attached NVVM target; none attached: integer ops), else integer ops
+    with the same bits (round to nearest even, +-6 past 5, a zero's sign
+    kept, NaN -> +0); `extf` e2m1 -> f32 is integer ops.
   }];
   let options = [
     Option<"nvvm", "nvvm", "bool", /*default=*/"false",

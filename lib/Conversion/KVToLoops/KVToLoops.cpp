@@ -361,6 +361,11 @@ void KernelBuilder::build() {
       emitInlineScalesGroup(emitSlot(t, t32), t, c);
       break;
     }
+    // An NVFP4 cache: one group of 16 values (of K and of V) an iteration.
+    if (cache.getNvfp4()) {
+      emitNvfp4Iteration(emitSlot(t, t32), t, c);
+      break;
+    }
     SmallVector<ChunkAddresses> chunks;
     kv::QuantAttr quant = cache.getQuant();
     // A prologue's iteration is a head, whose chunks are walked in lane

@@ -233,6 +233,10 @@ private:
   /// `slot`, if the slot is valid: its quantized chunks, its scale and the
   /// lanes' share of the RoPE part (MlaBodies.cpp).
   void emitInlineScalesGroup(Value slot, Value t, Value c);
+  /// Writes group `c` (16 values of one head) of token `t`'s K and V into
+  /// an NVFP4 cache at `slot`, if the slot is valid: the group's packed
+  /// values and its scale byte (Nvfp4Bodies.cpp).
+  void emitNvfp4Iteration(Value slot, Value t, Value c);
   /// The head and first element of chunk `c` (i64) of a token.
   std::pair<Value, Value> chunkPosition(Value c) {
     int64_t chunksPerHead = plan.rowDim() / plan.vectorElems;

@@ -221,6 +221,94 @@ Value kvgen::emitDynamicScale(ImplicitLocOpBuilder &b, Value amax,
   return arith::SelectOp::create(b, positive, s, f32Const(b, f32, 1));
 }
 
+std::pair<Value, Value> kvgen::emitNvfp4LaunchScales(ImplicitLocOpBuilder &b,
+                                                     Value k) {
+  Value one = f32Const(b, b.getF32Type(), 1.0f);
+  Value g = arith::DivFOp::create(b, one, k);
+  return {g, arith::DivFOp::create(b, one, g)};
+}
+
+namespace {
+/// One candidate scale of an NVFP4 group: its e4m3 byte and the factor its
+/// elements are multiplied by before the e2m1 rounding.
+struct Nvfp4Candidate {
+  Value scale;  // f8E4M3FN
+  Value factor; // f32
+};
+} // namespace
+
+/// The candidate for divisor `d` (docs/CONTRACT.md, "NVFP4", step 3): every
+/// step one rounded f32 operation, in the contract's order; `1 / d` is the
+/// correctly rounded constant (vLLM's rcp.approx of it may differ).
+static Nvfp4Candidate emitNvfp4Candidate(ImplicitLocOpBuilder &b, Value amax,
+                                         Value g, Value invG, float d) {
+  Type f32 = b.getF32Type();
+  Value c = f32Const(b, f32, 1.0f / d);
+  Value sf = arith::MulFOp::create(b, g, arith::MulFOp::create(b, amax, c));
+  Value scale = arith::TruncFOp::create(b, b.getType<Float8E4M3FNType>(), sf);
+  Value s = arith::ExtFOp::create(b, f32, scale);
+  Value zero = f32Const(b, f32, 0.0f);
+  Value nonzero = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, s, zero);
+  Value factor = arith::DivFOp::create(b, f32Const(b, f32, 1.0f),
+                                       arith::MulFOp::create(b, s, invG));
+  return {scale, arith::SelectOp::create(b, nonzero, factor, zero)};
+}
+
+/// The group's elements by the candidate's factor, rounded to e2m1.
+static Value emitNvfp4Elements(ImplicitLocOpBuilder &b, Value x, Value factor) {
+  auto type = cast<VectorType>(x.getType());
+  Value scaled = arith::MulFOp::create(b, x, splat(b, factor, type));
+  return arith::TruncFOp::create(
+      b, VectorType::get(type.getShape(), b.getType<Float4E2M1FNType>()),
+      scaled);
+}
+
+/// The reconstruction error of a candidate (step 5): per pair of elements
+/// (2j, 2j + 1) in order, dx^2 + dy^2 with dx = q * e - x, added to the
+/// running sum; each operation rounded, none fused.
+static Value emitNvfp4Error(ImplicitLocOpBuilder &b, Value x, Value q,
+                            Value factor) {
+  Type f32 = b.getF32Type();
+  Value zero = f32Const(b, f32, 0.0f);
+  Value nonzero =
+      arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, factor, zero);
+  Value e = arith::SelectOp::create(
+      b, nonzero, arith::DivFOp::create(b, f32Const(b, f32, 1.0f), factor),
+      zero);
+  auto type = cast<VectorType>(x.getType());
+  Value qf = arith::ExtFOp::create(b, type, q);
+  // With a zero factor every q is 0 and e is 0: dx = -x, the contract's
+  // sum of x^2 (a square is the same for -x).
+  Value d = arith::SubFOp::create(
+      b, arith::MulFOp::create(b, qf, splat(b, e, type)), x);
+  Value sq = arith::MulFOp::create(b, d, d);
+  Value err = zero;
+  for (int64_t i = 0; i + 1 < type.getNumElements(); i += 2) {
+    Value pair = arith::AddFOp::create(b, vector::ExtractOp::create(b, sq, i),
+                                       vector::ExtractOp::create(b, sq, i + 1));
+    err = arith::AddFOp::create(b, err, pair);
+  }
+  return err;
+}
+
+std::pair<Value, Value> kvgen::emitNvfp4Group(ImplicitLocOpBuilder &b, Value x,
+                                              Value g, Value invG,
+                                              bool fourOverSix) {
+  Value amax = emitAbsMaxFinite(b, x, f32Const(b, b.getF32Type(), 0.0f));
+  Nvfp4Candidate six = emitNvfp4Candidate(b, amax, g, invG, 6.0f);
+  Value q6 = emitNvfp4Elements(b, x, six.factor);
+  if (!fourOverSix)
+    return {six.scale, q6};
+  Nvfp4Candidate four = emitNvfp4Candidate(b, amax, g, invG, 4.0f);
+  Value q4 = emitNvfp4Elements(b, x, four.factor);
+  // err4 < err6, false for a NaN error: the default keeps the group.
+  Value useFour = arith::CmpFOp::create(b, arith::CmpFPredicate::OLT,
+                                        emitNvfp4Error(b, x, q4, four.factor),
+                                        emitNvfp4Error(b, x, q6, six.factor));
+  return {arith::SelectOp::create(b, useFour, four.scale, six.scale),
+          arith::SelectOp::create(b, useFour, q4, q6)};
+}
+
 Value kvgen::emitFloatCast(ImplicitLocOpBuilder &b, Value v, Type to) {
   Type from = getElementTypeOrSelf(v.getType());
   if (from == to)

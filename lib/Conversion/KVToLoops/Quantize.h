@@ -46,6 +46,21 @@ mlir::Value emitAbsMaxFinite(mlir::ImplicitLocOpBuilder &b, mlir::Value x,
 mlir::Value emitDynamicScale(mlir::ImplicitLocOpBuilder &b, mlir::Value amax,
                              kv::QuantAttr quant);
 
+/// NVFP4's per-launch scales from the static per-tensor scale `k` (f32):
+/// the encode scale `g = 1 / k` and `1 / g` (docs/CONTRACT.md, "NVFP4",
+/// step 1 and step 3's inner reciprocal), each an IEEE division.
+std::pair<mlir::Value, mlir::Value>
+emitNvfp4LaunchScales(mlir::ImplicitLocOpBuilder &b, mlir::Value k);
+
+/// One NVFP4 group (docs/CONTRACT.md, "NVFP4"): `x` its elements as an f32
+/// vector (16 of them), `g` and `invG` emitNvfp4LaunchScales'. Returns the
+/// group's scale (an f8E4M3FN scalar) and its elements (a vector of
+/// f4E2M1FN), by the default rule (divisor 6) or, with `fourOverSix`, the
+/// divisor of 6 and 4 whose reconstruction error is smaller.
+std::pair<mlir::Value, mlir::Value>
+emitNvfp4Group(mlir::ImplicitLocOpBuilder &b, mlir::Value x, mlir::Value g,
+               mlir::Value invG, bool fourOverSix);
+
 /// A float cast between f32 and a 16-bit type, or between f32 and itself:
 /// `extf` up, round to nearest even down. Scalar or vector.
 mlir::Value emitFloatCast(mlir::ImplicitLocOpBuilder &b, mlir::Value v,

@@ -129,7 +129,7 @@ def test_value_of_another_head_size_than_value_cache_is_refused(compiler_path):
 
 
 @pytest.mark.parametrize("dtype,provided", [
-    ("nvfp4", False), ("fp8_ds_mla", False), ("fp8_inc", False),
+    ("nvfp4_ds_mla", False), ("fp8_ds_mla", False), ("fp8_inc", False),
     ("bogus", True)])
 def test_cache_dtypes(dtype, provided):
     key, value, kc, vc, slots = _flash()

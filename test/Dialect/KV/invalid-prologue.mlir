@@ -119,3 +119,8 @@ kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, 
 
 // expected-error @+1 {{cos_sin = f32 without rope: only RoPE reads the cos/sin cache}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<norm = rms, cos_sin = f32>
+
+// -----
+
+// expected-error @+1 {{a prologue on an NVFP4 cache is not supported yet}}
+kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = i8, quant = #kv.quant<kind = nvfp4, granularity = per_tensor, mode = static>, nvfp4 = #kv.nvfp4<k_scales = linear, v_scales = linear, search = divisor_six>> from bf16 prologue #kv.prologue<q_heads = 32, norm = rms, rope = neox, rotary_dim = 128>

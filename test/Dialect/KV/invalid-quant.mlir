@@ -2,7 +2,7 @@
 
 // The quantized descriptions and gathers the verifier refuses, one per rule.
 
-// expected-error @+2 {{int4 caches are not supported in this release (docs/CONTRACT.md): use fp8_e4m3, fp8_e5m2 or int8}}
+// expected-error @+2 {{int4 caches are not supported in this release (docs/CONTRACT.md): use fp8_e4m3, fp8_e5m2, int8 or nvfp4}}
 // expected-error @+1 {{failed to parse KV_CacheType parameter 'quant'}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = i8, quant = #kv.quant<kind = int4, granularity = per_tensor, mode = static>> from bf16
 

@@ -5,7 +5,7 @@
 // the ABI's list. int4 is read, and refused by the verifier with its reason
 // (invalid-quant.mlir), spelled as a keyword or as a string.
 
-// expected-error @+3 {{unknown quantization kind 'fp4': expected one of fp8_e4m3, fp8_e5m2, int8}}
+// expected-error @+3 {{unknown quantization kind 'fp4': expected one of fp8_e4m3, fp8_e5m2, int8, nvfp4}}
 // expected-error @+2 {{failed to parse KV_QuantAttr parameter 'kind'}}
 // expected-error @+1 {{failed to parse KV_CacheType parameter 'quant'}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = i8, quant = #kv.quant<kind = fp4, granularity = per_tensor, mode = static>> from bf16
@@ -26,7 +26,7 @@ kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, 
 
 // -----
 
-// expected-error @+2 {{int4 caches are not supported in this release (docs/CONTRACT.md): use fp8_e4m3, fp8_e5m2 or int8}}
+// expected-error @+2 {{int4 caches are not supported in this release (docs/CONTRACT.md): use fp8_e4m3, fp8_e5m2, int8 or nvfp4}}
 // expected-error @+1 {{failed to parse KV_CacheType parameter 'quant'}}
 kv.append @a : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = i8, quant = #kv.quant<kind = "int4", granularity = per_tensor, mode = static>> from bf16
 

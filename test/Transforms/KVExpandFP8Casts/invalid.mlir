@@ -41,3 +41,19 @@ func.func @scalable(%x: vector<[4]xf8E4M3FN>) -> vector<[4]xf32> {
   %0 = arith.extf %x : vector<[4]xf8E4M3FN> to vector<[4]xf32>
   return %0 : vector<[4]xf32>
 }
+
+// -----
+
+func.func @e2m1_from_f16(%x: f16) -> f4E2M1FN {
+  // expected-error @+1 {{'arith.truncf' op kvgen rounds only f32 to e2m1}}
+  %0 = arith.truncf %x : f16 to f4E2M1FN
+  return %0 : f4E2M1FN
+}
+
+// -----
+
+func.func @e2m1_to_f16(%x: f4E2M1FN) -> f16 {
+  // expected-error @+1 {{'arith.extf' op kvgen extends e2m1 only to f32}}
+  %0 = arith.extf %x : f4E2M1FN to f16
+  return %0 : f16
+}

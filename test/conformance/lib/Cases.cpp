@@ -12,6 +12,7 @@
 #include "conformance/Harness.h"
 #include "conformance/InlineScalesCases.h"
 #include "conformance/LatentCases.h"
+#include "conformance/Nvfp4Cases.h"
 #include "conformance/QuantHarness.h"
 #include "conformance/Reference.h"
 
@@ -1401,6 +1402,17 @@ std::vector<CaseDef> casesFor(const Description &desc, bool wide) {
   std::vector<CaseDef> cases;
   // A latent entry with inline scales: its own reference
   // (InlineScalesCases.cpp).
+  // An NVFP4 cache: its own reference (Nvfp4Cases.cpp).
+  if (desc.nvfp4) {
+    for (Nvfp4Case &c : nvfp4Cases(desc))
+      cases.push_back(
+          {c.first, [run = c.second](CaseEnv &env, std::string &failure) {
+             Nvfp4CaseEnv n{env.backend, env.desc, env.bundle, env.rng,
+                            env.stats.bytesCompared};
+             return run(n, failure);
+           }});
+    return cases;
+  }
   if (desc.inlineGroup) {
     for (InlineScalesCase &c : inlineScalesCases(desc))
       cases.push_back(

@@ -2,6 +2,7 @@
 
 #include "conformance/Description.h"
 #include "conformance/InlineScalesCases.h"
+#include "conformance/Nvfp4Cases.h"
 
 #include <algorithm>
 #include <iomanip>
@@ -148,6 +149,13 @@ std::string Description::cacheType() const {
   os << ", dtype = " << dtypeName(cacheDtype);
   if (quant)
     os << ", quant = " << quant->attr();
+  if (nvfp4) // Nvfp4Cases.cpp
+    os << ", quant = #kv.quant<kind = nvfp4, granularity = per_tensor, mode = "
+          "static>, nvfp4 = #kv.nvfp4<k_scales = "
+       << (nvfp4KSwizzled ? "swizzled" : "linear")
+       << ", v_scales = " << (nvfp4VSwizzled ? "swizzled" : "linear")
+       << ", search = " << (nvfp4FourOverSix ? "four_over_six" : "divisor_six")
+       << ">";
   if (kOnly && !latent())
     os << ", k_only = true";
   if (latent()) {
@@ -189,6 +197,9 @@ std::string Description::toMlir() const {
 bool Description::hasWideKernel() const {
   if (kind != Kind::Append && kind != Kind::FusedAppend &&
       kind != Kind::PagedKvAppend)
+    return false;
+  // An NVFP4 iteration is a group of 16 values in one thread: no wide kernel.
+  if (nvfp4)
     return false;
   // A dynamic scale of a 16-bit source: the vector kernel takes the fast
   // division, the wide one keeps IEEE division.
@@ -576,6 +587,8 @@ std::vector<Description> conformanceMatrix() {
   for (Description &desc : asymmetricMatrix())
     matrix.push_back(std::move(desc));
   for (Description &desc : inlineScalesMatrix())
+    matrix.push_back(std::move(desc));
+  for (Description &desc : nvfp4Matrix())
     matrix.push_back(std::move(desc));
   return matrix;
 }

@@ -233,7 +233,7 @@ TEST(DescriptionTest, MatrixCoversEveryAxisPerLayout) {
               ? d.blockSize == 64 || d.blockSize == 128 || d.blockSize == 256
               : d.blockSize == 16 || d.blockSize == 32 || d.blockSize == 64;
       // K and V of two head sizes have their own rows (AsymmetricCases).
-      if (d.layout != layout || d.kind != Kind::Append || d.quant ||
+      if (d.layout != layout || d.kind != Kind::Append || d.quant || d.nvfp4 ||
           d.vHeadDim || !baseSize || d.name.rfind("gpu_", 0) == 0)
         continue;
       seenPairs.insert({d.sourceDtype, d.cacheDtype});
@@ -380,7 +380,7 @@ TEST(DescriptionTest, QuantizedCacheTypeSpellsTheAttribute) {
 
 TEST(DescriptionTest, MatrixHasNoSixteenBitToSixteenBitCasts) {
   for (const Description &d : conformanceMatrix())
-    EXPECT_FALSE(!d.quant && d.kind != Kind::Gather &&
+    EXPECT_FALSE(!d.quant && !d.nvfp4 && d.kind != Kind::Gather &&
                  d.sourceDtype != d.cacheDtype && d.sourceDtype != DType::F32 &&
                  d.cacheDtype != DType::F32)
         << d.name;
@@ -410,7 +410,7 @@ TEST(DescriptionTest, ReducedMatrixIsACoveringSubset) {
     kinds.insert({d.kind, d.layout});
     if (d.quant)
       quants.insert({d.kind, d.quant->kind, d.quant->mode});
-    else if (d.kind != Kind::Gather)
+    else if (d.kind != Kind::Gather && !d.nvfp4)
       pairs.insert({d.sourceDtype, d.cacheDtype});
     heads.insert(d.numKvHeads);
     dims.insert(d.headDim);

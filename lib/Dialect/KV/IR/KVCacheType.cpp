@@ -12,6 +12,7 @@
 #include "kvgen/ABI/Limits.h"
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
 #include "kvgen/Dialect/KV/IR/LatentEntry.h"
+#include "kvgen/Dialect/KV/IR/Nvfp4.h"
 
 using namespace mlir;
 using namespace kvgen::kv;
@@ -151,8 +152,8 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                                 int64_t maxSeqLen, int64_t numKvHeads,
                                 int64_t headDim,
                                 std::optional<int64_t> vHeadDim, Type dtype,
-                                QuantAttr quant, bool kOnly,
-                                LatentAttr latent) {
+                                QuantAttr quant, bool kOnly, LatentAttr latent,
+                                Nvfp4Attr nvfp4) {
   if (numKvHeads <= 0)
     return emitError() << "num_kv_heads must be positive, got " << numKvHeads;
   if (headDim <= 0)
@@ -200,6 +201,10 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
     if (quant.getGranularity() == ScaleGranularity::PerBlock && !info.paged())
       return emitError() << "per_block scales need a paged layout";
   }
+
+  if (failed(verifyNvfp4Cache(emitError, layout, blockSize, headDim, vHeadDim,
+                              quant, kOnly, latent, nvfp4)))
+    return failure();
 
   if (info.hasX()) {
     // A side groups head_dim into vectors of x elements (16 bytes).

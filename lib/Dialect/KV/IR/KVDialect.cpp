@@ -10,6 +10,7 @@
 #include "kvgen/Dialect/KV/IR/KVDialect.h"
 #include "kvgen/ABI/Limits.h"
 #include "kvgen/Dialect/KV/IR/LatentEntry.h"
+#include "kvgen/Dialect/KV/IR/Nvfp4.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -106,6 +107,7 @@ Type QuantAttr::getStorageType(MLIRContext *context) const {
   case QuantKind::FP8E5M2:
     return Float8E5M2Type::get(context);
   case QuantKind::Int8:
+  case QuantKind::NVFP4: // bytes: packed e2m1 values and e4m3 scales
     return IntegerType::get(context, 8);
   }
   llvm_unreachable("unknown quantization kind");
@@ -118,7 +120,8 @@ LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   // scale: a different convention, not another storage type.
   if (kind == kUnsupportedInt4)
     return emitError() << "int4 caches are not supported in this release "
-                          "(docs/CONTRACT.md): use fp8_e4m3, fp8_e5m2 or int8";
+                          "(docs/CONTRACT.md): use fp8_e4m3, fp8_e5m2, int8 or "
+                          "nvfp4";
   // A scale computed in the kernel must be computable from what one program
   // sees: a per-tensor amax needs a reduction over every token of the launch,
   // and a per-block scale would have to rescale tokens written by earlier
@@ -394,7 +397,8 @@ LogicalResult kvgen::kv::verifyKernelOp(Operation *op, abi::KernelKind kind,
                                         CacheType cache, Type rows) {
   abi::KindTraits traits = abi::kindTraits(kind);
   if (failed(verifyKernelName(op, SymbolTable::getSymbolName(op).getValue())) ||
-      failed(verifyInlineScalesOp(op, kind, cache, rows)))
+      failed(verifyInlineScalesOp(op, kind, cache, rows)) ||
+      failed(verifyNvfp4Op(op, kind, cache)))
     return failure();
   // A slot from the block table or a page table needs blocks.
   if (traits.slot != abi::KindSlot::Mapping && failed(verifyPaged(op, cache)))

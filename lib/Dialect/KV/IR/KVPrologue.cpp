@@ -152,5 +152,10 @@ LogicalResult kvgen::kv::verifyKernelPrologue(Operation *op,
   if (!cache.hasValue())
     return op->emitOpError()
            << "a prologue on a K-only cache is not supported yet";
+  if (cache.getNvfp4())
+    return op->emitOpError()
+           << "a prologue on an NVFP4 cache is not supported yet: its groups "
+              "of 16 are quantized by one thread each, a prologue's units "
+              "span lanes";
   return success();
 }

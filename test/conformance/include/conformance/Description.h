@@ -114,6 +114,13 @@ struct Description {
   int64_t inlineGroup = 0;
   float inlineMinScale = 0.0f;
   bool inlinePowerOfTwo = false;
+  /// An NVFP4 cache (#kv.nvfp4; Nvfp4Cases.cpp): the cache dtype is i8,
+  /// `quant` unset (the description writes its nvfp4 quant); each side's
+  /// scale layout and the scale search.
+  bool nvfp4 = false;
+  bool nvfp4KSwizzled = false;
+  bool nvfp4VSwizzled = true;
+  bool nvfp4FourOverSix = false;
   /// The entry's bytes: the quantized latent, a f32 scale a group, the RoPE
   /// part.
   int64_t entryBytes() const {

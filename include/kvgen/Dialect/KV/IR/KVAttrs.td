@@ -118,6 +118,43 @@ def KV_LatentAttr : KV_Attr<"Latent", "latent"> {
   let genVerifyDecl = 1;
 }
 
+class KV_Nvfp4EnumParameter<string enum, string what>
+    : AttrOrTypeParameter<"::kvgen::kv::" # enum, what> {
+  let parser = "::kvgen::kv::parse" # enum # "($_parser)";
+  let printer = "$_printer << ::kvgen::kv::stringify" # enum # "($_self)";
+}
+
+// An NVFP4 cache's page (vLLM's kv_cache_dtype = "nvfp4"); the element and
+// scale rules are docs/CONTRACT.md's "NVFP4", the byte offsets Nvfp4.h's.
+def KV_Nvfp4Attr : KV_Attr<"Nvfp4", "nvfp4"> {
+  let summary = "Where an NVFP4 cache keeps its values and block scales";
+  let description = [{
+    A cache with `quant = #kv.quant<kind = nvfp4, granularity = per_tensor,
+    mode = static>` stores each head's row as `head_dim / 2` bytes of e2m1
+    values (two a byte, the first in the low nibble) and `head_dim / 16` e4m3
+    block scales, one per 16 values, which the kernel computes under the
+    static per-tensor scale. One block of a side (K or V) holds all its
+    values first, then all its scales: `[data | scales]`, each ordered by the
+    layout's head and position axes; with vLLM's
+    K and V views of one buffer a page is `[K data | K scales | V data | V
+    scales]`. Each side's scales are `linear` (row `t` of a head holds its
+    own scales) or `swizzled` (the 4x4 tiles of the sm_100 trtllm-gen
+    reader, which needs `block_size % 4 == 0` and `(head_dim / 16) % 4 ==
+    0`). `search` is how a group picks its scale: `divisor_six` (amax / 6)
+    or `four_over_six` (amax / 6 or amax / 4, whichever reconstructs the
+    group with the smaller squared error).
+
+    ```mlir
+    #kv.nvfp4<k_scales = linear, v_scales = swizzled, search = divisor_six>
+    ```
+  }];
+  let parameters = (ins
+      KV_Nvfp4EnumParameter<"Nvfp4ScaleLayout", "K's scale layout">:$k_scales,
+      KV_Nvfp4EnumParameter<"Nvfp4ScaleLayout", "V's scale layout">:$v_scales,
+      KV_Nvfp4EnumParameter<"Nvfp4ScaleSearch", "the group's scale rule">:$search);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
 def KV_LaunchAttr : KV_Attr<"Launch", "launch"> {
   let summary = "The launch geometry of a kv kernel";
   let description = [{

@@ -55,6 +55,19 @@ mlir::FailureOr<QuantKind> parseQuantKind(mlir::AsmParser &parser);
 mlir::FailureOr<ScaleGranularity>
 parseScaleGranularity(mlir::AsmParser &parser);
 mlir::FailureOr<ScaleMode> parseScaleMode(mlir::AsmParser &parser);
+
+/// Where an NVFP4 side keeps its block scales (#kv.nvfp4, Nvfp4.h): in
+/// token-major rows, or in the 4x4 tiles of the sm_100 trtllm-gen reader.
+enum class Nvfp4ScaleLayout { Linear, Swizzled };
+/// How an NVFP4 group picks its scale: amax / 6, or the better of amax / 6
+/// and amax / 4 (four_over_six).
+enum class Nvfp4ScaleSearch { DivisorSix, FourOverSix };
+llvm::StringRef stringifyNvfp4ScaleLayout(Nvfp4ScaleLayout layout);
+llvm::StringRef stringifyNvfp4ScaleSearch(Nvfp4ScaleSearch search);
+mlir::FailureOr<Nvfp4ScaleLayout>
+parseNvfp4ScaleLayout(mlir::AsmParser &parser);
+mlir::FailureOr<Nvfp4ScaleSearch>
+parseNvfp4ScaleSearch(mlir::AsmParser &parser);
 } // namespace kvgen::kv
 
 #include "kvgen/Dialect/KV/IR/KVOpsDialect.h.inc"

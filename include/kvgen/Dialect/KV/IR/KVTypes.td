@@ -50,6 +50,9 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
     no V row of its own, nor has a K-only or latent cache. Its scales are
     static.
 
+    `nvfp4` places an NVFP4 cache's values and block scales (its `quant`
+    is of kind nvfp4, its dtype i8: bytes; Nvfp4.h, docs/CONTRACT.md).
+
     ```mlir
     !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8,
               head_dim = 128, dtype = bf16>
@@ -72,7 +75,9 @@ def KV_CacheType : KV_Type<"Cache", "cache"> {
       "::mlir::Type":$dtype,
       OptionalParameter<"::kvgen::kv::QuantAttr">:$quant,
       DefaultValuedParameter<"bool", "false">:$k_only,
-      OptionalParameter<"::kvgen::kv::LatentAttr">:$latent);
+      OptionalParameter<"::kvgen::kv::LatentAttr">:$latent,
+      // An NVFP4 cache's page (#kv.nvfp4, Nvfp4.h).
+      OptionalParameter<"::kvgen::kv::Nvfp4Attr">:$nvfp4);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

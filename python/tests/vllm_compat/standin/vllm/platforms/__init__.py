@@ -1,6 +1,13 @@
 """vllm.platforms.current_platform: CUDA where torch sees a CUDA device,
 else the CPU (KVGEN_VLLM_DEVICE=cpu|cuda overrides), with the queries the
-cache test makes."""
+cache test makes.
+
+On the CPU the platform reports compute capability 10.0 (an sm_100 device,
+not of the 12.x family): vLLM's file runs its NVFP4 cases only there, and
+kvgen's host kernels write the NVFP4 page with the bits its sm_100 kernels
+write (docs/CONTRACT.md, "NVFP4"), K's scales linear and V's swizzled, as
+vLLM's test expects of sm_100. KVGEN_VLLM_CPU_CAPABILITY=MAJOR.MINOR reports
+another, =none none (the NVFP4 cases then skip themselves)."""
 
 import os
 from collections import namedtuple
@@ -34,9 +41,10 @@ class _Platform:
         return torch.float8_e4m3fn
 
     def get_device_capability(self, device_id=0):
-        """(major, minor) of a CUDA device; None on the CPU."""
+        """(major, minor) of a CUDA device; on the CPU 10.0, or
+        KVGEN_VLLM_CPU_CAPABILITY's (module docstring)."""
         if not self.is_cuda():
-            return None
+            return _cpu_capability()
         return DeviceCapability(*torch.cuda.get_device_capability(device_id))
 
     def has_device_capability(self, capability, device_id=0):
@@ -66,6 +74,18 @@ class _Platform:
     def manual_seed_all(self, seed):
         if self.is_cuda():
             torch.cuda.manual_seed_all(seed)
+
+
+def _cpu_capability():
+    given = os.environ.get("KVGEN_VLLM_CPU_CAPABILITY", "10.0")
+    if given == "none":
+        return None
+    try:
+        major, minor = (int(x) for x in given.split("."))
+    except ValueError:
+        raise ValueError("KVGEN_VLLM_CPU_CAPABILITY=%s: expected MAJOR.MINOR "
+                         "(10.0) or none" % given) from None
+    return DeviceCapability(major, minor)
 
 
 def _device_type():
