@@ -32,11 +32,6 @@ kv.fused_gather @g : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads
 
 // -----
 
-// expected-error @+1 {{'kv.mla_append' op does not take a prologue yet: kv.append, kv.fused_append and kv.paged_kv_append do (docs/dev/PROLOGUE.md)}}
-kv.mla_append @a : !kv.cache<layout = paged_nhd, block_size = 64, num_kv_heads = 1, head_dim = 576, dtype = bf16, latent = #kv.latent<kv_lora_rank = 512, rope_dim = 64>> from bf16 {prologue = #kv.prologue<rope = neox, rotary_dim = 64>}
-
-// -----
-
 // expected-error @+1 {{'kv.paged_kv_append' op q_heads 30 is not a multiple of num_kv_heads 8: each KV head serves the same number of Q heads}}
 kv.paged_kv_append @f : !kv.cache<layout = paged_nhd, block_size = 16, num_kv_heads = 8, head_dim = 128, dtype = bf16> from bf16 prologue #kv.prologue<q_heads = 30, rope = neox, rotary_dim = 64>
 
