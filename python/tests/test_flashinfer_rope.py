@@ -194,6 +194,33 @@ def test_matches_flashinfer_within_one_fp8_step(is_neox, hnd, dtype,
             s["kc"].float().abs().max() == 448
 
 
+# A bf16 value and a scale where x * m and x / float32(1 / m) straddle an
+# e4m3 rounding boundary (found by search): FlashInfer's rule gives 3.75,
+# the division 3.5. Random inputs almost never land there (the two differ by
+# about 2^-23 relative), so this case shows the one step is reached.
+STRADDLE_X, STRADDLE_SCALE = 1.6953125, 2.138248920440674
+
+
+def test_one_step_where_product_and_quotient_straddle_a_boundary():
+    """At position 0 (cos 1, sin 0) RoPE leaves x exact: every Q and K byte
+    is then the division's, one step from FlashInfer's product."""
+    s = _setup()
+    s["q"] = torch.full((6, QH, D), STRADDLE_X, dtype=torch.bfloat16)
+    s["k"] = torch.full((6, H, D), STRADDLE_X, dtype=torch.bfloat16)
+    s["pos_ids"] = torch.zeros(6, dtype=torch.int64)
+    q8, _ = _call(s, quant_scale_q=STRADDLE_SCALE,
+                  quant_scale_kv=STRADDLE_SCALE)
+    x = torch.full((1,), STRADDLE_X)
+    fi_byte, kv_byte = (_flashinfer(x, STRADDLE_SCALE),
+                        _kvgen(x, STRADDLE_SCALE))
+    assert (float(fi_byte), float(kv_byte)) == (3.75, 3.5)
+    assert q8.float().eq(3.5).all()
+    for t, page, row in _slots(s):
+        assert _row(s["kc"], page, row, False).float().eq(3.5).all()
+    assert _within_one_step(q8, _flashinfer(s["q"].float(), STRADDLE_SCALE),
+                            "Q") == q8.numel()
+
+
 def test_allocates_outputs_and_takes_empty_nope_parts():
     """q_rope_out allocated when not given; q_nope, k_nope and q_nope_out of
     extent 0 (FlashInfer's "no non-rotary part") are taken as None is."""
@@ -221,10 +248,11 @@ BAD = [
     ("q_nope_heads", dict(q_nope=_bf(6, 3, 0)), "q_nope"),
     ("v_none", dict(v=None), "MLA"),
     ("k_rope_2d", dict(k=_bf(6, D)), "MLA"),
-    ("e5m2", dict(quantize_dtype=torch.float8_e5m2), "float8_e5m2"),
+    ("e5m2", dict(quantize_dtype=torch.float8_e5m2),
+     "torch.float8_e5m2 is not provided"),
     ("e5m2_out", dict(q_rope_out=_poisoned((6, QH, D),
                                              torch.float8_e5m2)),
-     "float8_e5m2"),
+     "torch.float8_e5m2 is not provided"),
     ("quantize_dtype", dict(quantize_dtype=torch.int8), "quantize_dtype"),
     ("cos_sin_dtype", dict(cs=_cos_sin().bfloat16()), "cos_sin_cache"),
     ("cos_sin_dim", dict(cs=_cos_sin(rot=8)), "cos_sin_cache"),
@@ -256,7 +284,12 @@ BAD = [
     ("quant_scale_kv_type", dict(quant_scale_kv="1"), "quant_scale_kv"),
     ("is_neox", dict(is_neox=1), "is_neox"),
     ("enable_pdl", dict(enable_pdl=None), "enable_pdl"),
-    ("q_rope_dtype", dict(q=torch.zeros(6, QH, D, dtype=F32)), "q_rope"),
+    ("q_rope_dtype", dict(q=torch.zeros(6, QH, D, dtype=F32)),
+     "q_rope: dtype torch.float32; expected float16 or bfloat16"),
+    ("q_rope_2d", dict(q=_bf(6, QH * D)), "q_rope: shape"),
+    ("k_rope_shape", dict(k=_bf(6, H, 8)), "k_rope: shape"),
+    ("head_dim_odd", dict(q=_bf(6, QH, 15), k=_bf(6, H, 15), v=_bf(6, H, 15)),
+     "head_dim 15"),
     ("k_rope_dtype", dict(k=torch.zeros(6, H, D, dtype=torch.float16)),
      "k_rope"),
     ("v_shape", dict(v=_bf(6, H, 8)), "v"),
