@@ -21,6 +21,7 @@ form (``v`` None) and float8_e5m2 (docs/PYTHON.md, "FlashInfer's fused RoPE
 
 import math
 import numbers
+import struct
 import threading
 
 import torch
@@ -68,6 +69,14 @@ def _no_nope(t, name, heads_of, nnz, heads):
                    _OP, name, list(t.shape), heads_of, nnz, heads)
 
 
+def _f32(x):
+    """x rounded to float32 (an infinity past its range)."""
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
 def _scale(value, name, device):
     """The f32 tensor of kvgen's dividing scale for FlashInfer's multiplying
     one: 1 / float32(value), as FlashInfer's kernel takes the value as a
@@ -75,18 +84,19 @@ def _scale(value, name, device):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _bad("%s: %s: expected a float, got %s", _OP, name,
                    type(value).__name__)
-    m = float(torch.tensor(float(value), dtype=torch.float32))
-    inverse = float(torch.tensor(1.0 / m, dtype=torch.float32)) \
-        if math.isfinite(m) and m > 0 else 0.0
+    memo = (device, float(value))
+    t = _scales.get(memo)
+    if t is not None:
+        return t
+    m = _f32(float(value))
+    inverse = _f32(1.0 / m) if math.isfinite(m) and m > 0 else 0.0
     if not (math.isfinite(m) and m > 0 and math.isfinite(inverse)
             and inverse >= 2.0 ** -126):
         raise _bad("%s: %s: %r; expected a positive finite float whose "
                    "reciprocal is a normal float32 (kvgen divides by "
                    "1 / %s)", _OP, name, value, name)
-    memo = (device, inverse)
-    t = _scales.get(memo)
-    if t is None:
-        t = torch.tensor([inverse], dtype=torch.float32, device=device)
+    t = torch.tensor([inverse], dtype=torch.float32, device=device)
+    with _bundles_lock:
         if len(_scales) >= _MAX_SCALES:
             _scales.clear()
         _scales[memo] = t
