@@ -1,5 +1,6 @@
-"""FlashInfer 0.7.2's ``flashinfer.rope.rope_quantize_fp8_append_paged_kv_cache``
-(GQA/MHA form) as one launch of kvgen's ``paged_kv_append`` with a fused
+"""FlashInfer 0.7.2's
+``flashinfer.rope.rope_quantize_fp8_append_paged_kv_cache`` (GQA/MHA form)
+as one launch of kvgen's ``paged_kv_append`` with a fused
 prologue (docs/CONTRACT.md, "The fused prologue"): RoPE of Q and K in fp32
 with FlashInfer's f32 cos/sin cache, Q written as fp8 e4m3, K and V
 quantized to fp8 e4m3 and stored at the page table's slots.
@@ -15,8 +16,8 @@ tensors, so the one form provided is the one where the whole head is rotary:
 ``q_nope`` and ``k_nope`` None or of last extent 0. ``q_rope`` is then the
 query, ``k_rope`` the key and ``q_rope_out`` the fp8 Q out; nothing is joined
 or copied. A non-empty non-rotary part is refused by name, as are the MLA
-form (``v`` None) and float8_e5m2 (docs/PYTHON.md, "FlashInfer's fused RoPE
-+ fp8 append"). Every argument is checked before anything is written.
+form (``v`` None) and float8_e5m2 (docs/PYTHON.md; docs/BAD-INPUT.md lists
+every refusal). Every argument is checked before anything is written.
 """
 
 import math
