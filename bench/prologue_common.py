@@ -46,6 +46,8 @@ BYTES = {
     # Q written as fp8; cos/sin in fp32; int32 batch index and position, an
     # int64 pos_id (the page table's few bytes are left out).
     "flashinfer-fp8": _QB + _QB // 2 + 3 * _KB + 8 + 8 + 2 * _COS,
+    # kvgen's drop-in of it: the same call, the same bytes.
+    "kvgen-flashinfer-fp8": _QB + _QB // 2 + 3 * _KB + 8 + 8 + 2 * _COS,
     "kvgen-fp8-norm": 2 * _QB + 3 * _KB + _IDX + _COS + _W,
     "vllm-unfused-fp8": (2 * _QB + 2 * _KB + 8 + _COS + _W) + (3 * _KB + 8),
     "unfused-kvgen-fp8": (2 * _QB + 2 * _KB + 8 + _COS + _W) + (3 * _KB + 8),

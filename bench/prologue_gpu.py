@@ -36,7 +36,10 @@ is reported and left out):
                    cache write in one kernel; it also writes K and V out);
   flashinfer       FlashInfer's rope_quantize_fp8_append_paged_kv_cache (fp8
                    rows only: RoPE, no norm, Q quantized to fp8, cos/sin in
-                   fp32), against kvgen's fp8 prologue without norm.
+                   fp32, q_nope/k_nope of extent 0), beside
+  kvgen-flashinfer kvgen.flashinfer's drop-in of it, called with the same
+                   arguments (the fp8 target compares these two), and
+                   kvgen-fp8, kvgen's kernel without the drop-in (Q out bf16).
 
 Before a system is timed at a size, its outputs on that size's first input
 set are compared with a torch reference, vLLM's unfused sequence of torch
@@ -83,7 +86,7 @@ from prologue_common import (BYTES, D, DECODE, DRY_SIZES, EPS, FP8_SCALE, HERE,
                              KH, MAX_SETS, NUM_PAGES, PAGE, PREFILL, QH,
                              QUICK_DECODE, QUICK_PREFILL, ROTATE_BYTES, Inputs,
                              System, cos_sin_cache, log, split)
-from prologue_peers import flashinfer_system, load_peers, vllm_systems
+from prologue_peers import flashinfer_systems, load_peers, vllm_systems
 from prologue_report import markdown, targets
 
 def kvgen_systems(bundle, inp, sh, caches, fp8):
@@ -364,7 +367,7 @@ def groups(bundle, inp, sh, caches8, caches16, peers, want):
                     vllm_systems(inp, sh, caches16, None, peers, bundle)))
     if "fp8" in want:
         out.append(("fp8", kvgen_systems(bundle, inp, sh, caches8, "rope") +
-                    flashinfer_system(inp, sh, caches8, peers)))
+                    flashinfer_systems(inp, sh, caches8, peers)))
     if "fp8-norm" in want:
         out.append(("fp8norm",
                     kvgen_systems(bundle, inp, sh, caches8, "norm") +

@@ -85,12 +85,11 @@ def vllm_systems(inp, sh, caches, fp8, peers, bundle):
     return out
 
 
-def flashinfer_system(inp, sh, caches, peers):
-    """FlashInfer's fused RoPE + fp8 quantization + paged append: its K and V
-    (RoPE, no norm) in the fp8 cache, Q quantized to fp8 (scale 1)."""
-    fi = peers.get("flashinfer")
-    if fi is None:
-        return []
+def _fp8_rope_system(fn, name, inp, sh, caches, note):
+    """A system of FlashInfer's rope_quantize_fp8_append_paged_kv_cache
+    signature (FlashInfer's op or kvgen's drop-in), called with the same
+    arguments: K and V (RoPE, no norm) in the fp8 cache, Q quantized to fp8
+    (scale 1), q_nope/k_nope of extent 0 (the whole head rotary)."""
     kc, vc = caches
     n, dev = inp.n, inp.pool.device
     q8 = torch.empty(n, QH, D, dtype=torch.float8_e4m3fn, device=dev)
@@ -104,7 +103,7 @@ def flashinfer_system(inp, sh, caches, peers):
     def launch(i):
         s = inp.s[i]
         q, k, v = split(s["qkv"])
-        fi(q, k, q_nope, k_nope, v, cs32, s["pos"], (kc, vc), s["indices"],
+        fn(q, k, q_nope, k_nope, v, cs32, s["pos"], (kc, vc), s["indices"],
            s["indptr"], s["batch"], s["pos32"], is_neox=True,
            quantize_dtype=torch.float8_e4m3fn, quant_scale_q=1.0,
            quant_scale_kv=1.0 / FP8_SCALE, page_size=PAGE, kv_layout="NHD",
@@ -112,12 +111,33 @@ def flashinfer_system(inp, sh, caches, peers):
 
     def check():
         s = inp.s[0]
+        q8.fill_(float("nan"))
         launch(0)
         return check_outputs(s["qkv"], s["pos"], s["slots"], sh, False, q8,
                              kc, vc, FP8_SCALE, q_scale=1.0)
 
-    return [System("flashinfer-fp8", launch, check,
-                   note="Q out fp8, cos/sin fp32")]
+    return System(name, launch, check, note=note)
+
+
+def flashinfer_systems(inp, sh, caches, peers):
+    """FlashInfer's fused RoPE + fp8 quantization + paged append and kvgen's
+    drop-in of it (kvgen.flashinfer), called alike: kvgen's side is the
+    drop-in, so the row compares the same call, outputs and eager cost."""
+    out = []
+    try:
+        import kvgen.flashinfer as kv_fi
+        out.append(_fp8_rope_system(
+            kv_fi.rope_quantize_fp8_append_paged_kv_cache,
+            "kvgen-flashinfer-fp8", inp, sh, caches,
+            "kvgen.flashinfer drop-in; Q out fp8, cos/sin fp32"))
+    except Exception as e:  # noqa: BLE001 -- reported; the peer still runs
+        log("kvgen-flashinfer-fp8: kvgen.flashinfer does not import: %s: %s"
+            % (type(e).__name__, e))
+    fi = peers.get("flashinfer")
+    if fi is not None:
+        out.append(_fp8_rope_system(fi, "flashinfer-fp8", inp, sh, caches,
+                                    "Q out fp8, cos/sin fp32"))
+    return out
 
 
 # ----------------------------------------------------------------------------
