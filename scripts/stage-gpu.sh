@@ -41,7 +41,7 @@ KVGEN_COMPILER="$build/bin/kvgen" PYTHONPATH=python python3 -m kvgen precompile 
 # the plain appends of the same caches, with a cubin.
 "$build/bin/kvgen" bench/bench-prologue.mlir --emit=bundle --with-cubin \
   -o "$dst/bench/bench-prologue.bundle.json"
-# ... and the kernels its vLLM drop-in row compiles on first use
+# ... and the kernels its drop-in rows compile on first use
 # (kvgen.vllm.fused_qk_norm_rope_and_reshape_and_cache_flash, Qwen3's shapes,
 # bf16 and fp8 caches, the fields it passes kvgen.compile), in the cache,
 # since the CUDA machine has no compiler.
@@ -58,6 +58,16 @@ for cache_dtype, quant in (("bf16", None),
         head_dim=128, dtype="bf16", cache_dtype=cache_dtype, quant=quant,
         kernels=("append",), name="kv_prologue", prologue=prologue,
         target="gpu", chip="sm_90", cache=sys.argv[1])
+# kvgen.flashinfer.rope_quantize_fp8_append_paged_kv_cache's kernel, the
+# benchmark's shapes (its _kernel's fields).
+compiler.cache_entry(
+    layout=compiler._VLLM_LAYOUTS["NHD"], block_size=16, num_kv_heads=8,
+    head_dim=128, dtype="bf16", cache_dtype="f8E4M3FN",
+    quant=("fp8_e4m3", "per_tensor", "static"), kernels=("paged_kv_append",),
+    name="kv_flashinfer_rope",
+    prologue=dict(q_heads=32, rope="neox", rotary_dim=128, q_quant="fp8_e4m3",
+                  cos_sin="f32"),
+    target="gpu", chip="sm_90", cache=sys.argv[1])
 EOF
 # The fused prologue's suites: their kernels' PTX, plans and input seeds, for
 # kvgen-prologue-gpu and kvgen-prologue-mla-gpu (the CUDA machine cannot
