@@ -23,8 +23,8 @@ import threading
 
 import torch
 
-from . import _vllm_cache as _cache
 from . import _vllm_ds_mla as _ds_mla
+from . import _vllm_nvfp4 as _nvfp4
 from . import compiler, errors, ops
 from ._vllm_cache import (convert_fp8, cp_gather_cache,
                           gather_and_maybe_dequant_cache, swap_blocks)
@@ -59,9 +59,9 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping,
     caches [num_blocks, block_size, num_heads, head_size], NHD or HND in
     memory; V's head size may differ from K's; slot -1 pads."""
     op = "reshape_and_cache_flash"
-    if kv_cache_dtype in _cache.NVFP4_SEARCH:
+    if kv_cache_dtype in _nvfp4.NVFP4_SEARCH:
         # vLLM's NVFP4 page (nvfp4, nvfp4_4over6): kvgen's #kv.nvfp4 append.
-        _cache.reshape_and_cache_flash_nvfp4(op, key, value, key_cache,
+        _nvfp4.reshape_and_cache_flash_nvfp4(op, key, value, key_cache,
                                              value_cache, slot_mapping,
                                              kv_cache_dtype, k_scale, v_scale)
         return
