@@ -136,20 +136,27 @@ Value softwareTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8,
   return arith::BitcastOp::create(b, withElement(x.getType(), fp8), byte);
 }
 
-/// f32 -> fp8 with cvt.rn.satfinite, two elements per instruction. Each
-/// pair stays one i16 and an even vector is put together from them, so the
-/// bytes of a chunk travel as halfwords into its store: built from single
-/// bytes, LLVM reassembled them with byte shifts and permutes.
-Value nvvmTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8) {
-  auto vt = dyn_cast<VectorType>(x.getType());
+/// The f32 elements of `x` (a scalar or a vector) as scalars, with a 0
+/// appended to an odd count: the cvt instructions take them in pairs.
+SmallVector<Value> pairableScalars(ImplicitLocOpBuilder &b, Value x) {
   SmallVector<Value> elems;
-  if (vt)
+  if (auto vt = dyn_cast<VectorType>(x.getType()))
     for (int64_t i = 0; i < vt.getNumElements(); ++i)
       elems.push_back(vector::ExtractOp::create(b, x, i));
   else
     elems.push_back(x);
   if (elems.size() % 2)
     elems.push_back(arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f)));
+  return elems;
+}
+
+/// f32 -> fp8 with cvt.rn.satfinite, two elements per instruction. Each
+/// pair stays one i16 and an even vector is put together from them, so the
+/// bytes of a chunk travel as halfwords into its store: built from single
+/// bytes, LLVM reassembled them with byte shifts and permutes.
+Value nvvmTruncate(ImplicitLocOpBuilder &b, Value x, Type fp8) {
+  auto vt = dyn_cast<VectorType>(x.getType());
+  SmallVector<Value> elems = pairableScalars(b, x);
   // The i16 holds the first operand in its upper byte: passing the pair as
   // (odd, even) puts element 2k in the low byte, which is the first in
   // memory (as <2 x i8>, element 0).
@@ -264,15 +271,8 @@ Value nvvmTruncateE2M1(ImplicitLocOpBuilder &b, Value x, Type f4) {
   Value isNaN = arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, x, x);
   x = c.sel(isNaN, c.f32(0.0f), x);
   auto vt = dyn_cast<VectorType>(x.getType());
-  SmallVector<Value> elems;
-  if (vt)
-    for (int64_t i = 0; i < vt.getNumElements(); ++i)
-      elems.push_back(vector::ExtractOp::create(b, x, i));
-  else
-    elems.push_back(x);
-  int64_t n = static_cast<int64_t>(elems.size());
-  if (n % 2)
-    elems.push_back(arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f)));
+  int64_t n = vt ? vt.getNumElements() : 1;
+  SmallVector<Value> elems = pairableScalars(b, x);
   // Each byte's two nibbles become two scalar codes: a vector of i4 built
   // from the bytes would reach the NVPTX back end as a bitcast it takes
   // apart through a stack slot, where these fold back into the bytes when a

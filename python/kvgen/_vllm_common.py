@@ -3,7 +3,7 @@ for what kvgen does not provide, and the target a tensor's device runs on."""
 
 import torch
 
-from . import errors
+from . import compiler, errors
 
 
 class NotProvidedError(errors.KvgenError, NotImplementedError):
@@ -74,3 +74,21 @@ class VllmCheckError(errors.InvalidArgumentError, RuntimeError):
     TORCH_CHECKs, whose words the message keeps): kvgen refuses it before
     anything is written, as an InvalidArgumentError that is also the
     RuntimeError code written against vLLM catches."""
+
+
+def _prologue_kernel(op, kind, what, **fields):
+    """(bundle, kernel name) of `kind` with a fused prologue, compiled from
+    compiler.compile's `fields` (`prologue` among them); the drop-ins keep
+    the result in their memo. `what` names the kernel in the error when
+    kvgen cannot generate it for this cache."""
+    try:
+        bundle = compiler.compile(kernels=(kind,), **fields)
+    except errors.CompilerError as e:
+        raise errors.KernelNotAvailableError(
+            "%s: kvgen could not generate %s for this cache: %s"
+            % (op, what, e)) from e
+    name = bundle.find(kind, prologue=fields["prologue"])
+    if name is None:
+        raise errors.KernelNotAvailableError(
+            "%s: %s has no %s kernel" % (op, bundle.source, kind))
+    return bundle, name

@@ -7,9 +7,9 @@ import threading
 
 import torch
 
-from . import _dlpack, compiler, errors
+from . import _dlpack
 from ._conventions import _cache_dtype, _scale, _vllm_layout
-from ._vllm_common import _bad, _check_dtype, _target
+from ._vllm_common import _bad, _check_dtype, _prologue_kernel, _target
 from .bundle import _stream_of
 
 _OP = "concat_and_cache_mla_rope_fused"
@@ -37,23 +37,15 @@ def _kernel(device, block_size, rank, rope_dim, source, cache, quant,
         return found
     desc_cache = {"f8e4m3": "f8E4M3FN", "f8e5m2": "f8E5M2"}.get(cache, cache)
     prologue = dict(q_heads=q_heads, rope=rope, rotary_dim=rope_dim)
-    try:
-        bundle = compiler.compile(
-            layout=_vllm_layout(False), block_size=block_size, num_kv_heads=1,
-            head_dim=rank + rope_dim, dtype=source, cache_dtype=desc_cache,
-            quant=None if quant is None else (quant, "per_tensor", "static"),
-            kernels=("mla_append",), name="kv_mla_rope",
-            kv_lora_rank=rank, rope_dim=rope_dim, prologue=prologue,
-            target=target, chip=chip)
-    except errors.CompilerError as e:
-        raise errors.KernelNotAvailableError(
-            "%s: kvgen could not generate the MLA append with a prologue "
-            "(q_heads %d, %s, rope_dim %d) for this cache: %s"
-            % (_OP, q_heads, rope, rope_dim, e)) from e
-    name = bundle.find("mla_append", prologue=prologue)
-    if name is None:
-        raise errors.KernelNotAvailableError(
-            "%s: %s has no mla_append kernel" % (_OP, bundle.source))
+    bundle, name = _prologue_kernel(
+        _OP, "mla_append",
+        "the MLA append with a prologue (q_heads %d, %s, rope_dim %d)"
+        % (q_heads, rope, rope_dim),
+        layout=_vllm_layout(False), block_size=block_size, num_kv_heads=1,
+        head_dim=rank + rope_dim, dtype=source, cache_dtype=desc_cache,
+        quant=None if quant is None else (quant, "per_tensor", "static"),
+        name="kv_mla_rope", kv_lora_rank=rank, rope_dim=rope_dim,
+        prologue=prologue, target=target, chip=chip)
     with _bundles_lock:
         found = _bundles.setdefault(memo, (bundle, name))
     return found

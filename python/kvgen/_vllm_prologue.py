@@ -14,10 +14,10 @@ import threading
 
 import torch
 
-from . import _dlpack, compiler, errors
+from . import _dlpack
 from ._conventions import (_cache_dtype, _cache_layout, _flash_scales,
                            _hnd_view, _scale_desc, _vllm_layout)
-from ._vllm_common import _bad, _check_dtype, _target
+from ._vllm_common import _bad, _check_dtype, _prologue_kernel, _target
 from .bundle import _stream_of
 
 _OP = "fused_qk_norm_rope_and_reshape_and_cache_flash"
@@ -56,22 +56,14 @@ def _kernel(device, layout, block_size, heads, head_dim, source, cache,
     desc_cache = {"f8e4m3": "f8E4M3FN", "f8e5m2": "f8E5M2"}.get(cache, cache)
     prologue = dict(q_heads=q_heads, norm="rms", rope=rope,
                     rotary_dim=rotary_dim)
-    try:
-        bundle = compiler.compile(
-            layout=layout, block_size=block_size, num_kv_heads=heads,
-            head_dim=head_dim, dtype=source, cache_dtype=desc_cache,
-            quant=None if quant is None else (quant, granularity, "static"),
-            kernels=("append",), name="kv_prologue", prologue=prologue,
-            target=target, chip=chip)
-    except errors.CompilerError as e:
-        raise errors.KernelNotAvailableError(
-            "%s: kvgen could not generate the append with a prologue "
-            "(q_heads %d, rms, %s, rotary_dim %d) for this cache: %s"
-            % (_OP, q_heads, rope, rotary_dim, e)) from e
-    name = bundle.find("append", prologue=prologue)
-    if name is None:
-        raise errors.KernelNotAvailableError(
-            "%s: %s has no append kernel" % (_OP, bundle.source))
+    bundle, name = _prologue_kernel(
+        _OP, "append",
+        "the append with a prologue (q_heads %d, rms, %s, rotary_dim %d)"
+        % (q_heads, rope, rotary_dim),
+        layout=layout, block_size=block_size, num_kv_heads=heads,
+        head_dim=head_dim, dtype=source, cache_dtype=desc_cache,
+        quant=None if quant is None else (quant, granularity, "static"),
+        name="kv_prologue", prologue=prologue, target=target, chip=chip)
     with _bundles_lock:
         found = _bundles.setdefault(memo, (bundle, name))
     return found

@@ -27,9 +27,9 @@ import threading
 
 import torch
 
-from . import _dlpack, compiler, errors
+from . import _dlpack
 from ._conventions import _vllm_layout
-from ._vllm_common import _bad, _target
+from ._vllm_common import _bad, _prologue_kernel, _target
 from .bundle import _stream_of
 
 __all__ = ["rope_quantize_fp8_append_paged_kv_cache"]
@@ -150,22 +150,14 @@ def _kernel(device, layout, page_size, heads, head_dim, source, q_heads,
         return found
     prologue = dict(q_heads=q_heads, rope=rope, rotary_dim=head_dim,
                     q_quant="fp8_e4m3", cos_sin="f32")
-    try:
-        bundle = compiler.compile(
-            layout=layout, block_size=page_size, num_kv_heads=heads,
-            head_dim=head_dim, dtype=source, cache_dtype="f8E4M3FN",
-            quant=("fp8_e4m3", "per_tensor", "static"),
-            kernels=("paged_kv_append",), name="kv_flashinfer_rope",
-            prologue=prologue, target=target, chip=chip)
-    except errors.CompilerError as e:
-        raise errors.KernelNotAvailableError(
-            "%s: kvgen could not generate paged_kv_append with a prologue "
-            "(q_heads %d, %s, rotary_dim %d, fp8 Q, f32 cos/sin) for this "
-            "cache: %s" % (_OP, q_heads, rope, head_dim, e)) from e
-    name = bundle.find("paged_kv_append", prologue=prologue)
-    if name is None:
-        raise errors.KernelNotAvailableError(
-            "%s: %s has no paged_kv_append kernel" % (_OP, bundle.source))
+    bundle, name = _prologue_kernel(
+        _OP, "paged_kv_append",
+        "paged_kv_append with a prologue (q_heads %d, %s, rotary_dim %d, fp8 "
+        "Q, f32 cos/sin)" % (q_heads, rope, head_dim),
+        layout=layout, block_size=page_size, num_kv_heads=heads,
+        head_dim=head_dim, dtype=source, cache_dtype="f8E4M3FN",
+        quant=("fp8_e4m3", "per_tensor", "static"), name="kv_flashinfer_rope",
+        prologue=prologue, target=target, chip=chip)
     with _bundles_lock:
         found = _bundles.setdefault(memo, (bundle, name))
     return found
